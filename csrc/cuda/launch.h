@@ -1,0 +1,28 @@
+// Host entry points of the GPU kernels. Included by the torch binding layer
+// (csrc/torch/ops_cuda.cc) and implemented in csrc/cuda/*.cu. No torch and no
+// CUDA headers here: streams travel as void* (cudaStream_t / hipStream_t).
+//
+// Every launcher returns nullptr on success, otherwise a static string that
+// says what failed (an unsupported configuration, or the CUDA error string).
+// Launchers never allocate memory and never synchronise with the host.
+#pragma once
+#include "mixed_attn/params.h"
+
+namespace mixed_attn::gpu {
+
+// Writes the new tokens of the whole batch into the paged cache (k/v -> cache,
+// quantised to e4m3 when kv_dtype is kFloat8E4M3). Must run before attention.
+const char* launch_save_kv(const SaveKVParams& p, void* stream);
+
+// Split-KV decode over plan.decode_rows: stage-1 partials into the arena, then
+// the merge into out (and lse). No-op when plan.num_decode_rows == 0.
+const char* launch_decode(const DecodeParams& p, void* stream);
+
+// Extend kernel over plan.extend_tiles. No-op when plan.num_extend_tiles == 0.
+const char* launch_extend(const ExtendParams& p, void* stream);
+
+// Query tokens per extend tile that launch_extend expects the planner to use
+// for this configuration (head dim, Hq / Hkv).
+int extend_tile_tokens(int head_dim, int group_size);
+
+}  // namespace mixed_attn::gpu

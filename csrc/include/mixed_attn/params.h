@@ -1,0 +1,102 @@
+// Parameter structs for every kernel family of mixed_attn.
+//
+// Plain C++: no torch, no CUDA headers. Filled on the host by the binding layer
+// (csrc/torch/), passed by value to the CPU implementation and to the CUDA
+// launchers. Strides are in elements, never bytes; the last dimension of every
+// tensor is contiguous (checked by the binding layer).
+#pragma once
+#include <cstdint>
+
+namespace mixed_attn {
+
+// Element types that cross the params boundary.
+enum class DType : int32_t {
+  kFloat32 = 0,
+  kFloat16 = 1,
+  kBFloat16 = 2,
+  kFloat8E4M3 = 3,  // e4m3fn (no inf, max 448): only for the KV cache
+};
+
+// Read-only view of one plan's metadata buffer (see plan.h for the layout).
+// The pointers live where the kernels run: device memory for CUDA, host
+// memory for the CPU implementation.
+struct PlanView {
+  const int32_t* qo_indptr;            // [B+1] query token offsets per row
+  const int32_t* kv_indptr;            // [B+1] page-list offsets into kv_indices
+  const int32_t* seq_lens;             // [B]   prefix_len + extend_len
+  const int32_t* decode_rows;          // [Nd]  batch row of each decode row
+  const int32_t* decode_split_indptr;  // [Nd+1] arena slot offsets; splits = diff
+  const int32_t* decode_kv_start;      // [Nd]  first key position attended (window)
+  const int32_t* decode_chunk_tokens;  // [Nd]  keys per split (last split may be short)
+  const int32_t* extend_tiles;         // [Nt][2] (row, first query index in the row)
+  int32_t num_rows;                    // B
+  int32_t num_tokens;                  // T
+  int32_t num_decode_rows;             // Nd
+  int32_t num_extend_tiles;            // Nt
+  int32_t extend_tile_tokens;          // query tokens per extend tile
+  int32_t num_partials;                // sum of decode splits: arena slots used
+  int32_t max_splits;                  // largest split count of any decode row
+};
+
+// What every attention kernel reads: queries, paged cache, output, options.
+struct AttentionCommon {
+  const void* q;             // [T, Hq, D]
+  int64_t q_stride_token;
+  int64_t q_stride_head;
+  const void* k_cache;       // [num_pages, page_size, Hkv, D]
+  const void* v_cache;       // [num_pages, page_size, Hkv, D]
+  int64_t k_stride_page, k_stride_slot, k_stride_head;
+  int64_t v_stride_page, v_stride_slot, v_stride_head;
+  const int32_t* kv_indices; // [kv_indptr[B]] page ids
+  void* out;                 // [T, Hq, D]
+  int64_t out_stride_token;
+  int64_t out_stride_head;
+  float* maybe_lse;          // [T, Hq] fp32 natural-log LSE (sink included), or null
+  int64_t lse_stride_token;
+  const float* maybe_sinks;  // [Hq] fp32 sink logits (units of the scaled score), or null
+  int32_t num_qo_heads;      // Hq
+  int32_t num_kv_heads;      // Hkv; Hq % Hkv == 0
+  int32_t head_dim;          // D
+  int32_t page_size;
+  float sm_scale;            // score = q.k * sm_scale
+  float logit_cap;           // > 0: score = cap * tanh(score / cap)
+  int32_t window_left;       // >= 0: keys j >= p - window_left only
+  float k_scale;             // fp8 cache: k = k_cache * k_scale (1 otherwise)
+  float v_scale;
+  DType q_dtype;             // also the dtype of out
+  DType kv_dtype;            // == q_dtype or kFloat8E4M3
+  PlanView plan;
+};
+
+// KV save: write the new tokens' keys and values into the paged cache.
+struct SaveKVParams {
+  const void* k;             // [T, Hkv, D], dtype q_dtype
+  const void* v;             // [T, Hkv, D]
+  int64_t k_stride_token, k_stride_head;
+  int64_t v_stride_token, v_stride_head;
+  void* k_cache;             // [num_pages, page_size, Hkv, D], dtype kv_dtype
+  void* v_cache;
+  int64_t kc_stride_page, kc_stride_slot, kc_stride_head;
+  int64_t vc_stride_page, vc_stride_slot, vc_stride_head;
+  const int32_t* kv_indices;
+  float inv_k_scale;         // fp8 cache stores k / k_scale
+  float inv_v_scale;
+  int32_t num_kv_heads, head_dim, page_size;
+  DType src_dtype, kv_dtype;
+  PlanView plan;
+};
+
+// Extend kernel: every tile of plan.extend_tiles, queries over prefix + causal new.
+struct ExtendParams {
+  AttentionCommon attn;
+};
+
+// Split-KV decode: stage 1 writes one partial (normalised output + LSE) per
+// (decode row, split, q head) into the arena; stage 2 merges them into out.
+struct DecodeParams {
+  AttentionCommon attn;
+  float* partial_out;        // [num_partials, Hq, D] fp32 arena slice
+  float* partial_lse;        // [num_partials, Hq] fp32 arena slice; -inf = no key
+};
+
+}  // namespace mixed_attn

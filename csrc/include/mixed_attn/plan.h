@@ -1,0 +1,106 @@
+// The host-side planner: one call per serving step, from host lengths only.
+//
+// Plain C++ (no torch, no CUDA). It partitions the batch into extend rows and
+// decode rows, chooses each decode row's KV split count, lays out the arena
+// slots of the split partials, builds the extend work list, and writes all of
+// it into one int32 metadata buffer that the caller copies to the device with
+// a single async copy. It also returns `plan_info`, a small int64 vector of
+// counts and offsets that the op layer passes to the kernels.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mixed_attn/params.h"
+
+namespace mixed_attn {
+
+enum class DispatchMode : int32_t {
+  kSplit = 0,  // extend rows -> extend kernel, decode rows -> split-KV decode
+  kFold = 1,   // every row through the extend kernel (baseline, kill switch)
+};
+
+struct PlanConfig {
+  int32_t page_size = 1;
+  int32_t num_qo_heads = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  int32_t window_left = -1;          // -1: no window; decode splits skip keys outside it
+  DispatchMode mode = DispatchMode::kSplit;
+  int32_t num_sms = 132;             // streaming multiprocessors of the target GPU
+  bool deterministic = false;        // fixed-size splits: batch-invariant decode rows
+  int32_t fixed_split_tokens = 2048; // keys per split in deterministic mode
+  int32_t max_splits_per_row = 32;   // cap of the SM-aware policy
+  int32_t min_split_tokens = 256;    // SM-aware policy never splits finer than this
+  int32_t ctas_per_sm = 2;           // SM-aware policy aims for this many decode CTAs per SM
+  int32_t extend_tile_tokens = 64;   // query tokens per extend tile (backend-specific)
+  int64_t arena_slots = 0;           // partial slots the arena holds (for the report only)
+  int64_t meta_capacity = 0;         // int32 entries the metadata buffer holds
+};
+
+// Indices into plan_info (int64). Kept in sync with python/mixed_attn/plan_info.py.
+enum PlanInfoField : int32_t {
+  kPlanMagic = 0,          // kPlanMagicValue: catches a list that is not a plan
+  kPlanNumRows,            // B
+  kPlanNumTokens,          // T
+  kPlanMode,               // DispatchMode
+  kPlanNumDecodeRows,      // Nd
+  kPlanNumExtendRows,      // rows served by the extend kernel
+  kPlanNumExtendTiles,     // Nt
+  kPlanExtendTileTokens,
+  kPlanNumPartials,        // arena slots this plan needs
+  kPlanMaxSplits,
+  kPlanMetaLen,            // int32 entries used in the metadata buffer
+  kPlanOffQoIndptr,        // offsets (in int32 entries) of each array in the buffer
+  kPlanOffKvIndptr,
+  kPlanOffSeqLens,
+  kPlanOffDecodeRows,
+  kPlanOffDecodeSplitIndptr,
+  kPlanOffDecodeKvStart,
+  kPlanOffDecodeChunkTokens,
+  kPlanOffExtendTiles,
+  kPlanNumKvPages,         // kv_indptr[B]: kv_indices must hold at least this many
+  kPlanPageSize,
+  kPlanNumQoHeads,
+  kPlanNumKvHeads,
+  kPlanHeadDim,
+  kPlanWindowLeft,
+  kPlanDeterministic,
+  kPlanMaxQLen,            // longest extend_len of any row
+  kPlanMaxSeqLen,          // longest seq_len of any row
+  kPlanNumFields
+};
+constexpr int64_t kPlanMagicValue = 0x6d69786564;  // "mixed"
+
+// Host inputs of one step. Arrays are host memory, int32.
+struct PlanInputs {
+  const int32_t* qo_indptr;  // [B+1]
+  const int32_t* kv_indptr;  // [B+1] page offsets
+  const int32_t* seq_lens;   // [B]
+  int32_t num_rows;          // B
+};
+
+struct PlanResult {
+  bool ok = false;
+  std::string error;               // set when !ok: names the offending argument
+  std::vector<int64_t> info;       // kPlanNumFields entries
+  // meta is written into the caller's buffer (meta_out) when ok.
+};
+
+// Size in int32 entries of the metadata buffer for a batch of B rows and T
+// tokens whose decode rows use at most `max_splits` splits.
+int64_t plan_meta_capacity(int64_t max_rows, int64_t max_tokens, int64_t extend_tile_tokens);
+
+// Plans one step. Writes the metadata into meta_out[0 : info[kPlanMetaLen]].
+// Never touches meta_out when it returns !ok.
+PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_out);
+
+// Builds a PlanView over a metadata buffer laid out by plan_step (host or
+// device pointer `meta`, same layout).
+PlanView plan_view(const int64_t* info, const int32_t* meta);
+
+// Checks that `info` is a plan: right length, magic, and offsets inside
+// meta_len. Returns an empty string when it is, else what is wrong.
+std::string check_plan_info(const int64_t* info, int64_t len);
+
+}  // namespace mixed_attn

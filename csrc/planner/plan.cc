@@ -1,0 +1,243 @@
+// Host planner: see mixed_attn/plan.h for the contract.
+#include "mixed_attn/plan.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <sstream>
+
+namespace mixed_attn {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+template <typename... Args>
+std::string cat(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+
+// First key position a decode row needs: the window's left edge, aligned down
+// to a page so that splits start on page boundaries.
+int32_t decode_kv_start(int32_t seq_len, int32_t window_left, int32_t page_size) {
+  if (window_left < 0) return 0;
+  int64_t first = std::max<int64_t>(0, int64_t(seq_len) - 1 - window_left);
+  return int32_t(first / page_size * page_size);
+}
+
+std::string check_config(const PlanConfig& c) {
+  if (c.page_size < 1) return cat("page_size must be >= 1, got ", c.page_size);
+  if (c.num_qo_heads < 1) return cat("num_qo_heads must be >= 1, got ", c.num_qo_heads);
+  if (c.num_kv_heads < 1) return cat("num_kv_heads must be >= 1, got ", c.num_kv_heads);
+  if (c.num_qo_heads % c.num_kv_heads != 0)
+    return cat("num_qo_heads (", c.num_qo_heads, ") must be a multiple of num_kv_heads (",
+               c.num_kv_heads, ")");
+  if (c.head_dim != 64 && c.head_dim != 128 && c.head_dim != 256)
+    return cat("head_dim must be 64, 128 or 256, got ", c.head_dim);
+  if (c.num_sms < 1) return cat("num_sms must be >= 1, got ", c.num_sms);
+  if (c.fixed_split_tokens < 1)
+    return cat("fixed_split_tokens must be >= 1, got ", c.fixed_split_tokens);
+  if (c.max_splits_per_row < 1)
+    return cat("max_splits_per_row must be >= 1, got ", c.max_splits_per_row);
+  if (c.extend_tile_tokens < 1)
+    return cat("extend_tile_tokens must be >= 1, got ", c.extend_tile_tokens);
+  return {};
+}
+
+std::string check_inputs(const PlanConfig& c, const PlanInputs& in) {
+  const int32_t B = in.num_rows;
+  if (B < 1) return cat("qo_indptr: the batch must have at least one row, got ", B);
+  if (in.qo_indptr[0] != 0) return cat("qo_indptr[0] must be 0, got ", in.qo_indptr[0]);
+  if (in.kv_indptr[0] < 0) return cat("kv_indptr[0] must be >= 0, got ", in.kv_indptr[0]);
+  for (int32_t b = 0; b < B; ++b) {
+    const int64_t ext = int64_t(in.qo_indptr[b + 1]) - in.qo_indptr[b];
+    if (ext < 1)
+      return cat("qo_indptr must be strictly increasing (every row needs extend_len >= 1): row ",
+                 b, " has extend_len ", ext);
+    const int64_t seq = in.seq_lens[b];
+    if (seq < ext)
+      return cat("seq_lens[", b, "] = ", seq, " is smaller than the row's extend_len ", ext);
+    const int64_t pages = int64_t(in.kv_indptr[b + 1]) - in.kv_indptr[b];
+    if (pages < 0) return cat("kv_indptr must be non-decreasing: row ", b, " has ", pages, " pages");
+    const int64_t need = ceil_div(seq, c.page_size);
+    if (pages < need)
+      return cat("kv_indptr: row ", b, " has ", pages, " pages but seq_len ", seq,
+                 " needs ", need, " at page_size ", c.page_size);
+  }
+  return {};
+}
+
+}  // namespace
+
+int64_t plan_meta_capacity(int64_t max_rows, int64_t max_tokens, int64_t extend_tile_tokens) {
+  const int64_t tile = std::max<int64_t>(1, extend_tile_tokens);
+  const int64_t max_tiles = max_rows + ceil_div(max_tokens, tile);
+  // qo_indptr, kv_indptr (B+1 each), seq_lens (B), four decode arrays (<= B+1
+  // each), two ints per extend tile.
+  return 3 * (max_rows + 1) + 4 * (max_rows + 1) + 2 * max_tiles;
+}
+
+PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_out) {
+  PlanResult r;
+  if (std::string e = check_config(cfg); !e.empty()) { r.error = e; return r; }
+  if (std::string e = check_inputs(cfg, in); !e.empty()) { r.error = e; return r; }
+
+  const int32_t B = in.num_rows;
+  const bool split = cfg.mode == DispatchMode::kSplit;
+  auto extend_len = [&](int32_t b) { return in.qo_indptr[b + 1] - in.qo_indptr[b]; };
+
+  // 1. Partition. Any row order works: kernels index rows through these lists.
+  std::vector<int32_t> decode_rows, extend_rows;
+  for (int32_t b = 0; b < B; ++b) {
+    if (split && extend_len(b) == 1) decode_rows.push_back(b);
+    else extend_rows.push_back(b);
+  }
+  const int64_t Nd = int64_t(decode_rows.size());
+
+  // 2. Split counts. Splits start on multiples of `align` keys so that a split
+  // covers whole pages and whole kernel tiles.
+  const int64_t align = std::max<int64_t>(cfg.page_size, 64);
+  std::vector<int32_t> kv_start(Nd), chunk(Nd), split_indptr(Nd + 1, 0);
+  int64_t total_keys = 0;
+  for (int64_t d = 0; d < Nd; ++d) {
+    const int32_t seq = in.seq_lens[decode_rows[d]];
+    kv_start[d] = decode_kv_start(seq, cfg.window_left, cfg.page_size);
+    total_keys += seq - kv_start[d];
+  }
+  int64_t chunk_all;
+  if (cfg.deterministic) {
+    // Depends on the configuration alone, never on the batch.
+    chunk_all = round_up(cfg.fixed_split_tokens, align);
+  } else {
+    // SM-aware: enough (row, kv head, split) CTAs to fill the GPU, but never
+    // splits shorter than min_split_tokens.
+    const int64_t target_ctas = int64_t(cfg.num_sms) * cfg.ctas_per_sm;
+    chunk_all = ceil_div(total_keys * cfg.num_kv_heads, std::max<int64_t>(1, target_ctas));
+    chunk_all = round_up(std::max<int64_t>(chunk_all, cfg.min_split_tokens), align);
+  }
+  int32_t max_splits = 0;
+  for (int64_t d = 0; d < Nd; ++d) {
+    const int64_t keys = int64_t(in.seq_lens[decode_rows[d]]) - kv_start[d];
+    int64_t c = chunk_all;
+    int64_t n = ceil_div(keys, c);
+    if (!cfg.deterministic && n > cfg.max_splits_per_row) {
+      c = round_up(ceil_div(keys, cfg.max_splits_per_row), align);
+      n = ceil_div(keys, c);
+    }
+    chunk[d] = int32_t(c);
+    split_indptr[d + 1] = int32_t(split_indptr[d] + n);
+    max_splits = std::max<int32_t>(max_splits, int32_t(n));
+  }
+  const int64_t num_partials = split_indptr[Nd];
+
+  // 3. Extend work list: (row, q_start) tiles, costliest first so the longest
+  // tiles start early and the tail of the launch is short.
+  struct Tile { int32_t row, q_start; int64_t cost; };
+  std::vector<Tile> tiles;
+  const int32_t tt = cfg.extend_tile_tokens;
+  for (int32_t b : extend_rows) {
+    const int32_t ext = extend_len(b), prefix = in.seq_lens[b] - ext;
+    for (int32_t q0 = 0; q0 < ext; q0 += tt) {
+      int64_t keys = int64_t(prefix) + std::min(q0 + tt, ext);
+      if (cfg.window_left >= 0) keys = std::min<int64_t>(keys, int64_t(cfg.window_left) + tt);
+      tiles.push_back({b, q0, keys});
+    }
+  }
+  std::stable_sort(tiles.begin(), tiles.end(),
+                   [](const Tile& a, const Tile& b) { return a.cost > b.cost; });
+  const int64_t Nt = int64_t(tiles.size());
+
+  // 4. Layout of the metadata buffer.
+  std::vector<int64_t>& info = r.info;
+  info.assign(kPlanNumFields, 0);
+  int64_t off = 0;
+  auto take = [&](PlanInfoField f, int64_t n) { info[f] = off; off += n; };
+  take(kPlanOffQoIndptr, B + 1);
+  take(kPlanOffKvIndptr, B + 1);
+  take(kPlanOffSeqLens, B);
+  take(kPlanOffDecodeRows, Nd);
+  take(kPlanOffDecodeSplitIndptr, Nd + 1);
+  take(kPlanOffDecodeKvStart, Nd);
+  take(kPlanOffDecodeChunkTokens, Nd);
+  take(kPlanOffExtendTiles, 2 * Nt);
+  if (cfg.meta_capacity > 0 && off > cfg.meta_capacity) {
+    r.error = cat("plan metadata needs ", off, " int32 entries but the buffer holds ",
+                  cfg.meta_capacity, " (raise max_batch / max_tokens)");
+    r.info.clear();
+    return r;
+  }
+
+  int32_t max_q = 0, max_seq = 0;
+  for (int32_t b = 0; b < B; ++b) {
+    max_q = std::max(max_q, extend_len(b));
+    max_seq = std::max(max_seq, in.seq_lens[b]);
+  }
+  info[kPlanMagic] = kPlanMagicValue;
+  info[kPlanNumRows] = B;
+  info[kPlanNumTokens] = in.qo_indptr[B];
+  info[kPlanMode] = int64_t(cfg.mode);
+  info[kPlanNumDecodeRows] = Nd;
+  info[kPlanNumExtendRows] = int64_t(extend_rows.size());
+  info[kPlanNumExtendTiles] = Nt;
+  info[kPlanExtendTileTokens] = tt;
+  info[kPlanNumPartials] = num_partials;
+  info[kPlanMaxSplits] = max_splits;
+  info[kPlanMetaLen] = off;
+  info[kPlanNumKvPages] = in.kv_indptr[B];
+  info[kPlanPageSize] = cfg.page_size;
+  info[kPlanNumQoHeads] = cfg.num_qo_heads;
+  info[kPlanNumKvHeads] = cfg.num_kv_heads;
+  info[kPlanHeadDim] = cfg.head_dim;
+  info[kPlanWindowLeft] = cfg.window_left;
+  info[kPlanDeterministic] = cfg.deterministic ? 1 : 0;
+  info[kPlanMaxQLen] = max_q;
+  info[kPlanMaxSeqLen] = max_seq;
+
+  // 5. Fill the buffer (only now: a rejected plan writes nothing).
+  int32_t* m = meta_out;
+  std::memcpy(m + info[kPlanOffQoIndptr], in.qo_indptr, sizeof(int32_t) * (B + 1));
+  std::memcpy(m + info[kPlanOffKvIndptr], in.kv_indptr, sizeof(int32_t) * (B + 1));
+  std::memcpy(m + info[kPlanOffSeqLens], in.seq_lens, sizeof(int32_t) * B);
+  std::copy(decode_rows.begin(), decode_rows.end(), m + info[kPlanOffDecodeRows]);
+  std::copy(split_indptr.begin(), split_indptr.end(), m + info[kPlanOffDecodeSplitIndptr]);
+  std::copy(kv_start.begin(), kv_start.end(), m + info[kPlanOffDecodeKvStart]);
+  std::copy(chunk.begin(), chunk.end(), m + info[kPlanOffDecodeChunkTokens]);
+  int32_t* t = m + info[kPlanOffExtendTiles];
+  for (int64_t i = 0; i < Nt; ++i) { t[2 * i] = tiles[i].row; t[2 * i + 1] = tiles[i].q_start; }
+  r.ok = true;
+  return r;
+}
+
+PlanView plan_view(const int64_t* info, const int32_t* meta) {
+  PlanView v;
+  v.qo_indptr = meta + info[kPlanOffQoIndptr];
+  v.kv_indptr = meta + info[kPlanOffKvIndptr];
+  v.seq_lens = meta + info[kPlanOffSeqLens];
+  v.decode_rows = meta + info[kPlanOffDecodeRows];
+  v.decode_split_indptr = meta + info[kPlanOffDecodeSplitIndptr];
+  v.decode_kv_start = meta + info[kPlanOffDecodeKvStart];
+  v.decode_chunk_tokens = meta + info[kPlanOffDecodeChunkTokens];
+  v.extend_tiles = meta + info[kPlanOffExtendTiles];
+  v.num_rows = int32_t(info[kPlanNumRows]);
+  v.num_tokens = int32_t(info[kPlanNumTokens]);
+  v.num_decode_rows = int32_t(info[kPlanNumDecodeRows]);
+  v.num_extend_tiles = int32_t(info[kPlanNumExtendTiles]);
+  v.extend_tile_tokens = int32_t(info[kPlanExtendTileTokens]);
+  v.num_partials = int32_t(info[kPlanNumPartials]);
+  v.max_splits = int32_t(info[kPlanMaxSplits]);
+  return v;
+}
+
+std::string check_plan_info(const int64_t* info, int64_t len) {
+  if (len != kPlanNumFields)
+    return cat("plan_info: expected ", int(kPlanNumFields), " entries, got ", len);
+  if (info[kPlanMagic] != kPlanMagicValue) return "plan_info: not a plan made by mixed_attn.plan";
+  const int64_t meta_len = info[kPlanMetaLen];
+  for (int f = kPlanOffQoIndptr; f <= kPlanOffExtendTiles; ++f)
+    if (info[f] < 0 || info[f] > meta_len) return cat("plan_info: offset field ", f, " out of range");
+  return {};
+}
+
+}  // namespace mixed_attn
