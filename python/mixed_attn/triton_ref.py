@@ -65,7 +65,8 @@ def _round_to_e4m3_grid(x):
     biased_exp = (a.to(tl.int32, bitcast=True) >> 23) & 0xFF
     step = ((tl.maximum(biased_exp, 127 - 6) - 3) << 23).to(tl.float32, bitcast=True)
     r = ((a / step + 8388608.0) - 8388608.0) * step
-    return tl.where(x < 0, -r, r)
+    sign = x.to(tl.int32, bitcast=True) & (-2147483648)  # keeps -0.0, like the cast
+    return (r.to(tl.int32, bitcast=True) | sign).to(tl.float32, bitcast=True)
 
 
 @triton.jit
