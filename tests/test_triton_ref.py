@@ -79,7 +79,11 @@ def make_plan(case, mode=MODE_SPLIT, window_left=-1, deterministic=False, fixed_
               num_sms=132, max_splits_per_row=32, tile_tokens=None, backend=CPU):
     """The real planner. Returns (plan_info list, host int32 meta of exactly meta_len entries)."""
     group = case.Hq // case.Hkv
-    tt = tile_tokens or torch.ops.mixed_attn.extend_tile_tokens(backend, case.D, group)
+    tt = tile_tokens
+    if tt is None and backend.type == "cuda" and not mixed_attn.has_cuda_kernels():
+        tt = 64  # a build without the CUDA backend: any tile size makes a valid plan for Triton
+    if tt is None:
+        tt = torch.ops.mixed_attn.extend_tile_tokens(backend, case.D, group)
     B = len(case.seq)
     cap = torch.ops.mixed_attn.plan_meta_capacity(B, case.T, tt)
     meta = torch.full((cap,), -7, dtype=torch.int32)

@@ -153,6 +153,40 @@ def _dot(a, b, DOT_F32: tl.constexpr):
 
 
 @triton.jit
+def _extend_key_block(q, m_i, l_i, acc, start, kv_end, pos, kc_ptr, vc_ptr, kv_indices_ptr, page_base, page_size,
+                      kvh, kc_sp, kc_ss, kc_sh, vc_sp, vc_ss, vc_sh, qk_scale_log2, qk_scale, logit_cap,
+                      window_left, DTYPE: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
+                      HAS_CAP: tl.constexpr, HAS_WINDOW: tl.constexpr, MASKED: tl.constexpr,
+                      DOT_F32: tl.constexpr):
+    # One online-softmax step over keys start .. start+BLOCK_N-1 (base-2 exponents).
+    d = tl.arange(0, HEAD_DIM)
+    offs_n = start + tl.arange(0, BLOCK_N)
+    in_range = offs_n < kv_end
+    page = tl.load(kv_indices_ptr + page_base + offs_n // page_size, mask=in_range, other=0).to(tl.int64)
+    slot = (offs_n % page_size).to(tl.int64)
+    k = tl.load(kc_ptr + (page * kc_sp + slot * kc_ss + kvh * kc_sh)[:, None] + d[None, :],
+                mask=in_range[:, None], other=0.0)
+    qk = _dot(q, tl.trans(_operand(k, DTYPE, DOT_F32)), DOT_F32)
+    if HAS_CAP:
+        s = logit_cap * _tanh(qk * qk_scale / logit_cap) * 1.4426950408889634
+    else:
+        s = qk * qk_scale_log2
+    if MASKED:
+        visible = in_range[None, :] & (offs_n[None, :] <= pos[:, None])
+        if HAS_WINDOW:
+            visible = visible & (offs_n[None, :] >= pos[:, None] - window_left)
+        s = tl.where(visible, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    v = tl.load(vc_ptr + (page * vc_sp + slot * vc_ss + kvh * vc_sh)[:, None] + d[None, :],
+                mask=in_range[:, None], other=0.0)
+    acc = acc * alpha[:, None] + _dot(_operand(p, DTYPE, DOT_F32), _operand(v, DTYPE, DOT_F32), DOT_F32)
+    return m_new, l_i, acc
+
+
+@triton.jit
 def _extend_kernel(
     q_ptr, kc_ptr, vc_ptr, out_ptr, lse_ptr, sinks_ptr, kv_indices_ptr,
     qo_indptr_ptr, kv_indptr_ptr, seq_lens_ptr, tiles_ptr,
@@ -202,31 +236,32 @@ def _extend_kernel(
     m_i = tl.zeros([BLOCK_M], dtype=tl.float32) + (-1.0e30)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    for start in range(kv_begin, kv_end, BLOCK_N):
-        offs_n = start + tl.arange(0, BLOCK_N)
-        in_range = offs_n < kv_end
-        page = tl.load(kv_indices_ptr + page_base + offs_n // page_size, mask=in_range, other=0).to(tl.int64)
-        slot = (offs_n % page_size).to(tl.int64)
-        k = tl.load(kc_ptr + (page * kc_sp + slot * kc_ss + kvh * kc_sh)[:, None] + d[None, :],
-                    mask=in_range[:, None], other=0.0)
-        qk = _dot(q, tl.trans(_operand(k, q_ptr.dtype.element_ty, DOT_F32)), DOT_F32)
-        if HAS_CAP:
-            s = logit_cap * _tanh(qk * qk_scale / logit_cap) * 1.4426950408889634
-        else:
-            s = qk * qk_scale_log2
-        visible = in_range[None, :] & (offs_n[None, :] <= pos[:, None])
-        if HAS_WINDOW:
-            visible = visible & (offs_n[None, :] >= pos[:, None] - window_left)
-        s = tl.where(visible, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(vc_ptr + (page * vc_sp + slot * vc_ss + kvh * vc_sh)[:, None] + d[None, :],
-                    mask=in_range[:, None], other=0.0)
-        acc = acc * alpha[:, None] + _dot(_operand(p, q_ptr.dtype.element_ty, DOT_F32),
-                                          _operand(v, q_ptr.dtype.element_ty, DOT_F32), DOT_F32)
-        m_i = m_new
+    # Key blocks that every row of this block sees whole (causal: j <= first query's position;
+    # window: j >= last query's position - window_left) skip the mask: three loops, masked
+    # blocks before and after the unmasked middle [full_lo, full_hi).
+    first_pos = prefix + q_start + m_lo // group
+    full_hi = first_pos + 1
+    full_lo = kv_begin
+    if HAS_WINDOW:
+        full_lo = tl.maximum(kv_end - 1 - window_left, kv_begin)
+    full_lo = kv_begin + tl.cdiv(full_lo - kv_begin, BLOCK_N) * BLOCK_N
+    full_lo = tl.minimum(full_lo, kv_end)
+    full_hi = tl.maximum(full_lo + (full_hi - full_lo) // BLOCK_N * BLOCK_N, full_lo)
+    for start in range(kv_begin, full_lo, BLOCK_N):
+        m_i, l_i, acc = _extend_key_block(
+            q, m_i, l_i, acc, start, kv_end, pos, kc_ptr, vc_ptr, kv_indices_ptr, page_base, page_size, kvh,
+            kc_sp, kc_ss, kc_sh, vc_sp, vc_ss, vc_sh, qk_scale_log2, qk_scale, logit_cap, window_left,
+            q_ptr.dtype.element_ty, HEAD_DIM, BLOCK_N, HAS_CAP, HAS_WINDOW, True, DOT_F32)
+    for start in range(full_lo, full_hi, BLOCK_N):
+        m_i, l_i, acc = _extend_key_block(
+            q, m_i, l_i, acc, start, kv_end, pos, kc_ptr, vc_ptr, kv_indices_ptr, page_base, page_size, kvh,
+            kc_sp, kc_ss, kc_sh, vc_sp, vc_ss, vc_sh, qk_scale_log2, qk_scale, logit_cap, window_left,
+            q_ptr.dtype.element_ty, HEAD_DIM, BLOCK_N, HAS_CAP, HAS_WINDOW, False, DOT_F32)
+    for start in range(full_hi, kv_end, BLOCK_N):
+        m_i, l_i, acc = _extend_key_block(
+            q, m_i, l_i, acc, start, kv_end, pos, kc_ptr, vc_ptr, kv_indices_ptr, page_base, page_size, kvh,
+            kc_sp, kc_ss, kc_sh, vc_sp, vc_ss, vc_sh, qk_scale_log2, qk_scale, logit_cap, window_left,
+            q_ptr.dtype.element_ty, HEAD_DIM, BLOCK_N, HAS_CAP, HAS_WINDOW, True, DOT_F32)
 
     # Every real row saw at least its own key, so l_i >= 1 there.
     if HAS_SINKS:
@@ -435,6 +470,22 @@ def _scales(D, sm_scale, k_scale, kv_is_fp8):
     return sm_scale * ks * _LOG2E, sm_scale * ks
 
 
+def _extend_config(D, rows_per_tile):
+    """(BLOCK_M, BLOCK_N, num_warps, num_stages) of the extend kernel; rows = tile tokens x group."""
+    if _interpreted():
+        return max(16, min(64, _next_pow2(rows_per_tile))), 32, 4, 1
+    if D <= 128:
+        return max(16, min(128, _next_pow2(rows_per_tile))), 64, 8, 2
+    return max(16, min(64, _next_pow2(rows_per_tile))), 32, 8, 2
+
+
+def _decode_config(D, group):
+    """(BLOCK_N, num_warps, num_stages) of the split-KV decode stage 1."""
+    if _interpreted():
+        return 32, 4, 1
+    return (64 if D <= 128 else 32), 4, 2
+
+
 def triton_extend(q, k_cache, v_cache, kv_indices, plan_meta, plan_info, out, lse=None, sinks=None,
                   sm_scale=None, logit_cap=0.0, window_left=-1, k_scale=1.0, v_scale=1.0):
     """Extend kernel over every tile of the plan's extend_tiles (no-op when there is none)."""
@@ -452,12 +503,7 @@ def triton_extend(q, k_cache, v_cache, kv_indices, plan_meta, plan_info, out, ls
     fp8 = k_cache.dtype == _FP8
     qk_scale_log2, qk_scale = _scales(D, sm_scale, k_scale, fp8)
     rows = tt * group
-    if _interpreted():
-        BLOCK_M, BLOCK_N, warps, stages = max(16, min(64, _next_pow2(rows))), 32, 4, 1
-    elif D <= 128:
-        BLOCK_M, BLOCK_N, warps, stages = max(16, min(128, _next_pow2(rows))), 64, 8, 2
-    else:
-        BLOCK_M, BLOCK_N, warps, stages = max(16, min(64, _next_pow2(rows))), 32, 8, 2
+    BLOCK_M, BLOCK_N, warps, stages = _extend_config(D, rows)
     grid = (Nt, Hkv, triton.cdiv(rows, BLOCK_M))
     dev = q.device
     _extend_kernel[grid](
@@ -506,7 +552,7 @@ def triton_decode(q, k_cache, v_cache, kv_indices, plan_meta, plan_info, partial
     qk_scale_log2, qk_scale = _scales(D, sm_scale, k_scale, fp8)
     max_splits = field(info, "max_splits")
     BLOCK_H = max(16, _next_pow2(group))
-    BLOCK_N = 32 if (_interpreted() or D > 128) else 64
+    BLOCK_N, dec_warps, dec_stages = _decode_config(D, group)
     _decode_partial_kernel[(Nd, Hkv, max_splits)](
         q, k_cache, v_cache, kv_indices, partial_out, partial_lse,
         meta["qo_indptr"], meta["kv_indptr"], meta["seq_lens"],
@@ -520,7 +566,7 @@ def triton_decode(q, k_cache, v_cache, kv_indices, plan_meta, plan_info, partial
         float(v_scale) if fp8 else 1.0, ps, group,
         HEAD_DIM=D, BLOCK_H=BLOCK_H, BLOCK_N=BLOCK_N,
         HAS_CAP=logit_cap > 0, HAS_WINDOW=window_left >= 0, DOT_F32=_interpreted(),
-        num_warps=4, num_stages=2,
+        num_warps=dec_warps, num_stages=dec_stages,
     )
     if not merge:
         return
