@@ -228,7 +228,7 @@ def _extend_kernel(
     # Keys this block can see: up to its last query, from the window edge of its first.
     last_m = tl.minimum(m_lo + BLOCK_M, n_rows) - 1
     kv_end = prefix + q_start + last_m // group + 1
-    kv_begin = 0
+    kv_begin = prefix * 0  # a runtime int32 like the windowed value below
     if HAS_WINDOW:
         kv_begin = tl.maximum(prefix + q_start + m_lo // group - window_left, 0)
     page_base = tl.load(kv_indptr_ptr + row)
