@@ -81,11 +81,15 @@ PARTIAL_ROWS = {"ma_ext": "extend", "ma_dec": "decode", "fi_ext": "extend", "fi_
 # ---------------------------------------------------------------------------------------------
 
 class Ctx:
-    def __init__(self, args, device):
+    def __init__(self, args, device, row_names):
         self.args, self.device = args, device
         self.ma, self.ma_reason = C.import_mixed_attn()
-        self.triton_forward, self.triton_reason = self._import_oracle()
-        self.flashinfer, self.fi_reason = self._import_flashinfer()
+        self.triton_forward, self.triton_reason = None, None
+        if any(r.startswith("tri_") for r in row_names):
+            self.triton_forward, self.triton_reason = self._import_oracle()
+        self.flashinfer, self.fi_reason = None, None
+        if any(r.startswith("fi_") for r in row_names):
+            self.flashinfer, self.fi_reason = self._import_flashinfer()
 
     def _import_oracle(self):
         if self.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
@@ -695,7 +699,7 @@ def main(argv=None):
         if ceilings.get(k):
             print(f"  ({k}: {ceilings[k]})")
 
-    ctx = Ctx(args, device)
+    ctx = Ctx(args, device, row_names)
     for what, reason in (("mixed_attn", ctx.ma_reason), ("Triton oracle", ctx.triton_reason),
                          ("flashinfer", ctx.fi_reason)):
         if reason:
