@@ -107,8 +107,9 @@ def make_trace(kind, n, rate, cfg, seed):
 # ---------------------------------------------------------------------------------------------
 
 class Engine:
-    def __init__(self, ma, cfg, mode, device):
+    def __init__(self, ma, cfg, mode, device, triton_forward=None):
         self.cfg, self.mode, self.device = cfg, mode, device
+        self.triton_forward = triton_forward  # None: the op; else the Triton oracle
         Hq, Hkv, D, P = cfg.num_qo_heads, cfg.num_kv_heads, cfg.head_dim, cfg.page_size
         dt = cfg.dtype
         self.max_tokens = cfg.token_budget + cfg.max_running
@@ -152,8 +153,13 @@ class Engine:
         self.w.plan(qo_t, kv_t, seq_t)
         self.idx_dev[:npg].copy_(self.idx_host[:npg], non_blocking=True)
         q, k, v, out = self.q[:T], self.k[:T], self.v[:T], self.out[:T]
+        w, tf = self.w, self.triton_forward
         for _ in range(self.cfg.layers):
-            self.w.run(q, self.k_cache, self.v_cache, self.idx_dev, k=k, v=v, out=out)
+            if tf is None:
+                w.run(q, self.k_cache, self.v_cache, self.idx_dev, k=k, v=v, out=out)
+            else:
+                tf(q, k, v, self.k_cache, self.v_cache, self.idx_dev, w.plan_meta, w.plan_info,
+                   w.partial_out, w.partial_lse, out, None, None, w.sm_scale, 0.0, -1, 1.0, 1.0)
         if cuda:
             torch.cuda.synchronize(self.device)
         return time.perf_counter() - t0
@@ -374,6 +380,9 @@ def parse_args(argv=None):
     p.add_argument("--traces", default="burst,poisson,trickle",
                    help="burst first: it measures the capacity the other rates derive from")
     p.add_argument("--modes", default="split,fold")
+    p.add_argument("--backend", default="auto", choices=["auto", "op", "triton"],
+                   help="op: torch.ops.mixed_attn.forward; triton: the Triton oracle with the "
+                        "same plans; auto: the op, or the oracle when the op has no CUDA kernels")
     p.add_argument("--requests", type=int, default=None, help="requests per trace")
     p.add_argument("--rate", type=float, default=None,
                    help="poisson arrivals per second (default: --load x measured capacity)")
@@ -387,9 +396,11 @@ def parse_args(argv=None):
     p.add_argument("--max-running", type=int, default=None)
     p.add_argument("--kv-gib", type=float, default=None, help="KV pool size cap (GPU default 12)")
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--time-budget-s", type=float, default=None,
+                   help="wall-clock budget of all replays together (default 96 s, quick 40 s), "
+                        "shared equally; a replay that runs out is reported as truncated")
     p.add_argument("--max-wall-s", type=float, default=None,
-                   help="wall-clock cap of one replay (default 16 s, quick 6 s); a replay that "
-                        "hits it is reported as truncated")
+                   help="wall-clock cap of one replay (overrides the equal share)")
     p.add_argument("--json", default=None)
     p.add_argument("--markdown", default=None)
     p.add_argument("--out-dir", default=None)
@@ -443,12 +454,15 @@ def comparisons(results):
             "truncated"], out
 
 
-def markdown(env, cfg, results, args, total_s, gpu):
+def markdown(env, cfg, results, args, total_s, gpu, backend):
     hdr, cmp_rows = comparisons(results)
     lines = [f"## serve_replay.py ({'quick' if args.quick else 'full'} run)", "",
              f"- date: {env['date']}", f"- commit: `{env['commit']}`",
              f"- device: {env['gpu'] or 'NO GPU (CPU; tiny model, numbers not meaningful)'}",
              f"- torch {env['torch']}, CUDA {env['cuda_runtime']}, triton {env['triton']}",
+             f"- backend: {backend} ("
+             + ("torch.ops.mixed_attn.forward" if backend == "op" else "the Triton oracle, "
+                "python/mixed_attn/triton_ref.py, driven by the same plans") + ")",
              f"- model (attention only): Hq/Hkv/D {cfg.num_qo_heads}/{cfg.num_kv_heads}/"
              f"{cfg.head_dim}, {cfg.layers} layers, page {cfg.page_size}, bf16; token budget "
              f"{cfg.token_budget}/step, max running {cfg.max_running}, KV pool {cfg.num_pages} "
@@ -490,18 +504,37 @@ def main(argv=None):
     traces = [t for t in args.traces.split(",") if t]
     modes = [m for m in args.modes.split(",") if m]
     counts = default_counts(args, gpu)
-    max_wall = args.max_wall_s or (6.0 if (args.quick or not gpu) else 16.0)
+    # Each replay gets an equal share of the time budget; one that runs out is reported as
+    # truncated (its requests so far), so the whole script stays within the budget.
+    budget_s = args.time_budget_s or (40.0 if (args.quick or not gpu) else 96.0)
+    max_wall = args.max_wall_s or budget_s / max(1, len(traces) * len(modes))
 
     ma, why = C.import_mixed_attn()
-    if ma is not None and gpu and not ma.has_cuda_kernels():
+    backend, triton_forward = args.backend, None
+    if ma is not None and backend == "auto":
+        backend = "op" if (not gpu or ma.has_cuda_kernels()) else "triton"
+        if backend == "triton":
+            print("note: this _C.so has no CUDA kernels: replaying with the Triton oracle "
+                  "(same plans, same split/fold dispatch)", flush=True)
+    if ma is not None and backend == "op" and gpu and not ma.has_cuda_kernels():
         ma, why = None, "this build of _C.so has no CUDA kernels"
+    if ma is not None and backend == "triton":
+        if not gpu and os.environ.get("TRITON_INTERPRET") != "1":
+            ma, why = None, "the Triton oracle needs a GPU (or TRITON_INTERPRET=1)"
+        else:
+            try:
+                from mixed_attn.triton_ref import triton_forward
+            except Exception as e:  # noqa: BLE001
+                ma, why = None, "Triton oracle missing: " + C.short_error(e, 80)
+    print(f"backend: {backend if ma is not None else 'none'}"
+          + ("" if ma is not None else f" ({why})"), flush=True)
     engines = {}
     results = []
     for mode in modes:
         if ma is None:
             continue
         try:
-            eng = Engine(ma, cfg, mode, device)
+            eng = Engine(ma, cfg, mode, device, triton_forward)
             # Warm-up: one mixed step (first launches, lazy init) outside any replay.
             r0 = Request(-1, 0.0, 64, 2)
             r0.pages = torch.arange(-(-(64 + 2) // cfg.page_size), dtype=torch.int32)
@@ -534,7 +567,7 @@ def main(argv=None):
               f"{sum(o for _, _, o in tr)}", flush=True)
         caps = []
         for mode in modes:
-            rec = {"trace": trace, "mode": mode, "rate": rate}
+            rec = {"trace": trace, "mode": mode, "rate": rate, "backend": backend}
             eng = engines.get(mode)
             if ma is None:
                 rec.update(status="n/a", why=why)
@@ -572,11 +605,12 @@ def main(argv=None):
     cfg_d = dataclasses.asdict(cfg)
     cfg_d["dtype"] = str(cfg.dtype)
     C.write_text(json_path, json.dumps({"env": env, "config": cfg_d, "args": vars(args),
+                                        "backend": backend,
                                         "results": results, "wall_s": total_s, "gpu": gpu},
                                        indent=1, default=str))
     print(f"wrote {json_path}")
     if args.markdown:
-        C.write_text(args.markdown, markdown(env, cfg, results, args, total_s, gpu))
+        C.write_text(args.markdown, markdown(env, cfg, results, args, total_s, gpu, backend))
         print(f"wrote {args.markdown}")
     print(f"total {total_s:.1f} s")
     return 0
