@@ -484,8 +484,8 @@ def _us(v):
 # Summary, markdown, plot
 # ---------------------------------------------------------------------------------------------
 
-SUMMARY_ROWS = ["ma_split", "ma_split[g]", "ma_fold", "tri_split", "tri_fold", "torch_sdpa",
-                "fi_fa2_all", "fi_split"]
+SUMMARY_ROWS = ["ma_split", "ma_split[g]", "ma_fold", "ma_ext", "ma_dec", "tri_split", "tri_fold",
+                "torch_sdpa", "fi_fa2_all", "fi_split"]
 
 
 def cell(res, name):
@@ -504,7 +504,7 @@ def summary(results, row_names):
     cols = [n for n in SUMMARY_ROWS if n in row_names and any(
         n in r["rows"] and r["rows"][n]["status"] == "ok" for r in results)]
     hdr = (["case (Hq/Hkv/D)", "floor ms", "floor(copy)", "overlap"] +
-           [f"{n} ms (%floor)" for n in cols] +
+           [f"{n} ms (%floor{' of its half' if n in PARTIAL_ROWS else ''})" for n in cols] +
            ["split vs fold", "split vs tri_split", "split vs torch",
             "ref sgl_split*", "ref sgl_fold*", "ref FI best*"])
     rows = []

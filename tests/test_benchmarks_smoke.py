@@ -27,6 +27,11 @@ def test_case_counts_match_baselines():
     assert abs(a.decode_kv_bytes() / 4.25e12 * 1e3 - 0.505) < 0.01
     assert [c.name for c in common.BASELINE_CASES] == list("ABCDEFGH")
     assert common.attended_pairs(10, 4, window_left=2) == 4 * 3
+    # E's decode lengths are random; their total matches baselines.md's floorD (0.811 ms).
+    e = common.CASES_BY_NAME["E"]
+    assert abs(e.decode_kv_bytes() / 4.25e12 * 1e3 - 0.811) < 0.0005
+    assert all(512 <= s <= 16384 for s in e.decode_seq_lens) and len(e.decode_seq_lens) == 96
+    assert set(common.reference_for("A")) == set(common.REFERENCE_COLUMNS)
 
 
 def test_bench_mixed_quick_cpu(tmp_path, capsys):
