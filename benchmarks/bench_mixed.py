@@ -339,7 +339,10 @@ def run_case(case, ctx, timer, ceilings, row_names, args):
         print("    " + format_row(name, r, case, ceilings, res, elem), flush=True)
     del step
     if device.type == "cuda":
-        torch.cuda.empty_cache()
+        try:
+            torch.cuda.empty_cache()
+        except Exception as e:  # noqa: BLE001  (a sticky device error: later rows will say so)
+            print(f"    (empty_cache failed: {C.short_error(e)})", flush=True)
     res["wall_s"] = time.perf_counter() - t0
     res["setup_s"] = setup_s
     print_speedups(res)
@@ -745,6 +748,10 @@ def main(argv=None):
           "baselines.md, NOT re-measured)", flush=True)
     hdr, rows = summary(results, row_names)
     print(C.text_table(hdr, rows) if rows else "(no case ran)", flush=True)
+    bad_rows = [f"{r['name']}:{n}" for r in results for n, x in r["rows"].items()
+                if x.get("mismatch")]
+    print("sanity vs fp32 reference: " + (f"MISMATCH in {', '.join(bad_rows)}" if bad_rows else
+                                           "every timed row within tolerance"), flush=True)
     if not gpu:
         print(C.NO_GPU_BANNER, flush=True)
 

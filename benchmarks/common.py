@@ -152,7 +152,7 @@ CPU_CASES = [
 # ---------------------------------------------------------------------------------------------
 # Peer numbers from /work/shared/baselines.md (H200, 2026-11-30): reference, NOT re-measured.
 # ---------------------------------------------------------------------------------------------
-REFERENCE_SOURCE = "/work/shared/baselines.md (H200, 2026-11-30; reference, not re-measured)"
+REFERENCE_SOURCE = "/work/shared/baselines.md (same H200 model, 2026-11-30)"
 REFERENCE_COLUMNS = {
     "sgl_fold": "sglang Triton extend over every row",
     "sgl_split": "sglang Triton extend + split-KV decode",
@@ -567,7 +567,7 @@ def triton_cdiv(a, b):
 
 
 def ceilings_line(c):
-    f = lambda v, u: f"{v:.2f} {u}" if v else "n/a"  # noqa: E731
+    f = lambda v, u: (f"{v:.2f} {u}" if v >= 0.1 else f"{v:.3g} {u}") if v else "n/a"  # noqa
     return (f"copy {f(c.get('copy_tbs'), 'TB/s')} (read+write), read-only "
             f"{f(c.get('read_tbs'), 'TB/s')} (Triton stream {f(c.get('read_triton_tbs'), 'TB/s')}, "
             f"torch.sum {f(c.get('read_sum_tbs'), 'TB/s')}), bf16 matmul "
@@ -697,11 +697,15 @@ def md_table(header, rows):
 
 
 class Progress:
-    """tqdm when installed, else a plain line every ~10%."""
+    """tqdm on a terminal when installed, else a plain line every 25% (a captured log keeps
+    every tqdm redraw, which would bury the tables at its end)."""
 
     def __init__(self, total, desc):
-        self.total, self.desc, self.n, self._next = total, desc, 0, 0.1
+        self.total, self.desc, self.n, self._step = total, desc, 0, 0.25
+        self._next = self._step
         try:
+            if not sys.stderr.isatty():
+                raise ImportError("not a terminal")
             from tqdm import tqdm
             self._bar = tqdm(total=total, desc=desc, leave=False, file=sys.stderr,
                              dynamic_ncols=True)
@@ -717,7 +721,7 @@ class Progress:
                 self._bar.set_postfix(**postfix, refresh=False)
         elif self.total and self.n / self.total >= self._next - 1e-9:
             while self.n / self.total >= self._next - 1e-9:
-                self._next += 0.1
+                self._next += self._step
             extra = " ".join(f"{k}={v}" for k, v in postfix.items())
             print(f"  [{self.desc}] {self.n}/{self.total} ({100 * self.n / self.total:.0f}%) "
                   f"{time.perf_counter() - self._t0:.1f}s {extra}", file=sys.stderr, flush=True)
