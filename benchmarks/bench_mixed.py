@@ -132,7 +132,7 @@ def _wrapper(ctx, st, mode):
                           max_batch=max(256, len(st.rows)), max_tokens=max(16384, st.q.shape[0]),
                           mode=mode)
     if w.mode != mode:
-        raise C.NotAvailable(f"MIXED_ATTN_SPLIT_DISPATCH=0 forces fold")
+        raise C.NotAvailable("MIXED_ATTN_SPLIT_DISPATCH=0 forces fold")
     w.plan(st.qo_indptr, st.kv_indptr, st.seq_lens)
     return w
 
@@ -234,7 +234,13 @@ def build_flashinfer(ctx, step, kind):
             w.plan(kv_indptr, st.kv_indices, last, Hq, Hkv, D, P, q_data_type=st.q.dtype,
                    kv_data_type=st.k_cache.dtype)
         else:
-            w = fi.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD")
+            # fi_fa2_all: FA2 over every row (baselines.md's fa2_all); fi_ext / fi_split: the
+            # library's own choice for the extend rows (FA3 on Hopper).
+            backend = "fa2" if kind == "fi_fa2_all" else "auto"
+            try:
+                w = fi.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD", backend=backend)
+            except TypeError:  # older releases have no backend argument
+                w = fi.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD")
             w.plan(st.qo_indptr.to(dev), kv_indptr, st.kv_indices, last, Hq, Hkv, D, P,
                    causal=True, q_data_type=st.q.dtype, kv_data_type=st.k_cache.dtype)
         calls.append((w, st.q, o, ws))

@@ -570,7 +570,8 @@ def ceilings_line(c):
     f = lambda v, u: (f"{v:.2f} {u}" if v >= 0.1 else f"{v:.3g} {u}") if v else "n/a"  # noqa
     return (f"copy {f(c.get('copy_tbs'), 'TB/s')} (read+write), read-only "
             f"{f(c.get('read_tbs'), 'TB/s')} (Triton stream {f(c.get('read_triton_tbs'), 'TB/s')}, "
-            f"torch.sum {f(c.get('read_sum_tbs'), 'TB/s')}), bf16 matmul "
+            f"torch.sum {f(c.get('read_sum_tbs'), 'TB/s')}), "
+            f"{'fp32' if 'float32' in c.get('matmul_method', '') else 'bf16'} matmul "
             f"{f(c.get('matmul_tflops'), 'TFLOP/s')}")
 
 
