@@ -473,19 +473,22 @@ _STREAM_KERNEL = None
 
 def _stream_read_kernel():
     """A Triton kernel that reads a float32 buffer once and writes one float per program."""
-    global _STREAM_KERNEL
+    # tl is bound as a module global (not a closure variable): Triton's compiler resolves the
+    # names a kernel uses in its module's globals.
+    global _STREAM_KERNEL, tl
     if _STREAM_KERNEL is None:
         import triton
         import triton.language as tl
 
         @triton.jit
-        def stream_read(x_ptr, out_ptr, n, BLOCK: tl.constexpr, ITERS: tl.constexpr):
+        def stream_read(x_ptr, out_ptr, BLOCK: tl.constexpr, ITERS: tl.constexpr):
+            # No mask: the caller sizes the buffer to whole programs, so loads vectorise.
             pid = tl.program_id(0).to(tl.int64)
             acc = tl.zeros([BLOCK], dtype=tl.float32)
             base = pid * BLOCK * ITERS
             for i in range(ITERS):
                 offs = base + i * BLOCK + tl.arange(0, BLOCK)
-                acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+                acc += tl.load(x_ptr + offs)
             tl.store(out_ptr + pid, tl.sum(acc, axis=0))
 
         _STREAM_KERNEL = stream_read
@@ -531,9 +534,10 @@ def measure_ceilings(device, quick=False, log=print):
                 kern = _stream_read_kernel()
                 BLOCK, ITERS = 4096, 8
                 n = x.numel()
-                grid = (triton_cdiv(n, BLOCK * ITERS),)
+                assert n % (BLOCK * ITERS) == 0, "the read buffer must be whole programs"
+                grid = (n // (BLOCK * ITERS),)
                 part = torch.empty(grid[0], dtype=torch.float32, device=device)
-                fn = lambda: kern[grid](x, part, n, BLOCK=BLOCK, ITERS=ITERS, num_warps=8)  # noqa
+                fn = lambda: kern[grid](x, part, BLOCK=BLOCK, ITERS=ITERS, num_warps=8)  # noqa
                 t = timer.time(fn, flush=False)["ms"]
                 res["read_triton_tbs"] = rbytes / (t * 1e-3) / 1e12
                 res["read_triton_method"] = (f"Triton streaming-read kernel over "
