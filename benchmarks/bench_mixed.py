@@ -57,7 +57,7 @@ import common as C  # noqa: E402
 MISMATCH_TOL = 2e-2
 # Graph rows last: a capture that fails cannot disturb the eager rows of the case.
 ROWS = ["ma_split", "ma_fold", "ma_ext", "ma_dec", "tri_split", "tri_fold", "torch_sdpa",
-        "fi_fa2_all", "fi_ext", "fi_dec", "fi_split", "ma_split[g]", "ma_fold[g]"]
+        "torch_batched", "fi_fa2_all", "fi_ext", "fi_dec", "fi_split", "ma_split[g]", "ma_fold[g]"]
 ROW_HELP = {
     "ma_split": "mixed_attn split dispatch",
     "ma_split[g]": "mixed_attn split, CUDA graph replay",
@@ -68,6 +68,7 @@ ROW_HELP = {
     "tri_split": "Triton oracle, split plan",
     "tri_fold": "Triton oracle, fold plan",
     "torch_sdpa": "torch by hand: per-row gather + SDPA",
+    "torch_batched": "torch by hand: extend rows per row, decode rows padded into one SDPA",
     "fi_fa2_all": "FlashInfer batch prefill over every row",
     "fi_ext": "FlashInfer batch prefill over the extend rows",
     "fi_dec": "FlashInfer batch decode (tensor cores) over the decode rows",
@@ -210,6 +211,51 @@ def build_sdpa(ctx, step):
     return fn, out, (0, q.shape[0])
 
 
+def build_sdpa_batched(ctx, step):
+    """A less naive torch version: the extend rows as in torch_sdpa, the decode rows gathered
+    through a padded block table into one [rows, Hkv, S_max, D] batch and one SDPA call with a
+    key-padding mask (what a user writes once per-row loops get too slow)."""
+    F = torch.nn.functional
+    ne = step.num_extend_rows
+    ext = step.extend_part()
+    dec = step.decode_part()
+    ext_fn = ext_out = None
+    if ext is not None:
+        ext_fn, ext_out, _ = build_sdpa(ctx, ext)
+    q, kc, vc = step.q, step.k_cache, step.v_cache
+    Hq, D, Hkv, P = q.shape[1], q.shape[2], kc.shape[2], step.page_size
+    out = torch.full_like(q, float("nan"))
+    t_ext = int(step.qo_indptr[ne])
+    if dec is not None:
+        nd = len(dec.rows)
+        npages = (dec.kv_indptr[1:] - dec.kv_indptr[:-1]).tolist()
+        max_pages = max(npages)
+        s_max = max_pages * P
+        # The block table, built once (a server keeps one): row r's pages, padded with page 0.
+        table = torch.zeros(nd, max_pages, dtype=torch.long)
+        idx_host = dec.kv_indices.cpu().long()
+        for r, (p0, n) in enumerate(zip(dec.kv_indptr[:-1].tolist(), npages)):
+            table[r, :n] = idx_host[p0:p0 + n]
+        table = table.to(q.device)
+        seq = dec.seq_lens.to(q.device).long()
+        mask = (torch.arange(s_max, device=q.device)[None, :] < seq[:, None])[:, None, None, :]
+        q_dec = dec.q[:, :, None, :]                                   # [nd, Hq, 1, D]
+    o_dec = out[t_ext:]
+
+    def fn():
+        if ext_fn is not None:
+            ext_fn()
+            out[:t_ext] = ext_out
+        if dec is not None:
+            kk = kc[table].view(nd, s_max, Hkv, D).transpose(1, 2)     # [nd, Hkv, S, D]
+            vv = vc[table].view(nd, s_max, Hkv, D).transpose(1, 2)
+            o = F.scaled_dot_product_attention(q_dec, kk, vv, attn_mask=mask,
+                                               enable_gqa=Hq != Hkv)
+            o_dec.copy_(o[:, :, 0, :])
+
+    return fn, out, (0, q.shape[0])
+
+
 def build_flashinfer(ctx, step, kind):
     fi = ctx.flashinfer
     if fi is None:
@@ -263,6 +309,7 @@ def builders(ctx):
         "tri_split": (lambda s: build_triton(ctx, s, "split"), False),
         "tri_fold": (lambda s: build_triton(ctx, s, "fold"), False),
         "torch_sdpa": (lambda s: build_sdpa(ctx, s), False),
+        "torch_batched": (lambda s: build_sdpa_batched(ctx, s), False),
         "fi_fa2_all": (lambda s: build_flashinfer(ctx, s, "fi_fa2_all"), False),
         "fi_ext": (lambda s: build_flashinfer(ctx, s, "fi_ext"), False),
         "fi_dec": (lambda s: build_flashinfer(ctx, s, "fi_dec"), False),
@@ -317,7 +364,7 @@ def run_case(case, ctx, timer, ceilings, row_names, args):
     setup_s = time.perf_counter() - t0
 
     header = ["row", "ms", "%floor", "%floor(copy)", "TB/s eq", "TFLOP/s eq", "err", "note"]
-    print("    " + "  ".join(f"{h:>12}" if i else f"{h:<12}" for i, h in enumerate(header)),
+    print("    " + "  ".join(f"{h:>12}" if i else f"{h:<14}" for i, h in enumerate(header)),
           flush=True)
     build = builders(ctx)
     for name in row_names:
@@ -381,7 +428,7 @@ def row_metrics(name, r, case, ceilings, res, elem):
 def format_row(name, r, case, ceilings, res, elem):
     if r["status"] != "ok":
         cell = f"{r['status']}: {r['why']}"
-        return f"{name:<12}  {cell}"
+        return f"{name:<14}  {cell}"
     pf, pc, tbs, tfl = row_metrics(name, r, case, ceilings, res, elem)
     r.update(frac_floor=pf, frac_floor_copy=pc, tbs_equiv=tbs, tflops_equiv=tfl)
     err = r.get("err")
@@ -391,10 +438,15 @@ def format_row(name, r, case, ceilings, res, elem):
         r["mismatch"] = True
     if name in PARTIAL_ROWS:
         note = (note + "; " if note else "") + f"{PARTIAL_ROWS[name]} half only"
-    cells = [C.fmt_ms(r["ms"]), C.fmt_pct(pf), C.fmt_pct(pc),
-             f"{tbs:.2f}" if tbs else "-", f"{tfl:.0f}" if tfl else "-",
+    cells = [C.fmt_ms(r["ms"]), C.fmt_pct(pf), C.fmt_pct(pc), _rate(tbs, 2), _rate(tfl, 0),
              f"{err:.1e}" if err is not None else "-", note]
-    return f"{name:<12}  " + "  ".join(f"{c:>12}" for c in cells[:-1]) + "  " + cells[-1]
+    return f"{name:<14}  " + "  ".join(f"{c:>12}" for c in cells[:-1]) + "  " + cells[-1]
+
+
+def _rate(v, digits):
+    if not v:
+        return "-"
+    return f"{v:.{digits}f}" if v >= 1 or (digits and v >= 0.1) else f"{v:.2g}"
 
 
 def timed(res):
@@ -498,7 +550,7 @@ def _us(v):
 # ---------------------------------------------------------------------------------------------
 
 SUMMARY_ROWS = ["ma_split", "ma_split[g]", "ma_fold", "ma_ext", "ma_dec", "tri_split", "tri_fold",
-                "torch_sdpa", "fi_fa2_all", "fi_split"]
+                "torch_sdpa", "torch_batched", "fi_fa2_all", "fi_split"]
 
 
 def cell(res, name):
@@ -570,8 +622,7 @@ def markdown(env, ceilings, results, pt, row_names, args, total_s):
                 rows2.append([n + (" (" + PARTIAL_ROWS[n] + " half)" if n in PARTIAL_ROWS else ""),
                               C.fmt_ms(x["ms"]), C.fmt_pct(x.get("frac_floor")),
                               C.fmt_pct(x.get("frac_floor_copy")),
-                              f"{x['tbs_equiv']:.2f}" if x.get("tbs_equiv") else "-",
-                              f"{x['tflops_equiv']:.0f}" if x.get("tflops_equiv") else "-",
+                              _rate(x.get("tbs_equiv"), 2), _rate(x.get("tflops_equiv"), 0),
                               (f"{e:.1e}" if e is not None else "-") +
                               (" MISMATCH" if x.get("mismatch") else "")])
         out += [C.md_table(hdr2, rows2), ""]

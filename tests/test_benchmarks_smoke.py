@@ -36,7 +36,7 @@ def test_case_counts_match_baselines():
 
 def test_bench_mixed_quick_cpu(tmp_path, capsys):
     js, md = tmp_path / "bm.json", tmp_path / "bm.md"
-    rc = bench_mixed.main(["--quick", "--cpu", "--rows", "ma_split,ma_fold,ma_dec,torch_sdpa",
+    rc = bench_mixed.main(["--quick", "--cpu", "--rows", "ma_split,ma_fold,ma_dec,torch_sdpa,torch_batched",
                            "--json", str(js), "--markdown", str(md), "--no-plot",
                            "--commit", "test"])
     out = capsys.readouterr().out
@@ -45,7 +45,7 @@ def test_bench_mixed_quick_cpu(tmp_path, capsys):
     data = json.loads(js.read_text())
     assert data["ceilings"]["copy_tbs"] and data["ceilings"]["matmul_tflops"]
     (case,) = data["cases"]
-    for name in ("ma_split", "ma_fold", "ma_dec", "torch_sdpa"):
+    for name in ("ma_split", "ma_fold", "ma_dec", "torch_sdpa", "torch_batched"):
         row = case["rows"][name]
         assert row["status"] == "ok", (name, row)
         assert row["ms"] > 0
