@@ -588,8 +588,9 @@ def summary(results, row_names):
     return hdr, rows
 
 
-def markdown(env, ceilings, results, pt, row_names, args, total_s):
-    out = [f"## bench_mixed.py ({'quick' if args.quick else 'full'} run)", "",
+def markdown(env, ceilings, results, pt, row_names, args, total_s, final=True):
+    out = [f"## bench_mixed.py ({'quick' if args.quick else 'full'} run"
+           + ("" if final else "; PARTIAL: the run was still going or was cut short") + ")", "",
            f"- date: {env['date']}", f"- commit: `{env['commit']}`",
            f"- device: {env['gpu'] or 'NO GPU (CPU; tiny shapes, numbers not meaningful)'}"
            + (f" ({env['num_sms']} SMs)" if env.get("num_sms") else ""),
@@ -778,6 +779,24 @@ def main(argv=None):
     timer = C.Timer(device, budget_ms=budget if gpu else min(budget, 30.0),
                     min_reps=10 if gpu else 3, max_reps=200 if gpu else 20,
                     warmup=3 if gpu else 1)
+    out_dir = args.out_dir or C.default_out_dir("bench_mixed")
+    json_path = args.json or os.path.join(out_dir, "bench_mixed.json")
+
+    def save(results, pt, final):
+        """JSON (and markdown) after every case, so a run cut short still leaves its tables."""
+        total = time.perf_counter() - t_start
+        payload = {"env": env, "ceilings": ceilings, "args": vars(args), "cases": results,
+                   "plan_timing": pt, "rows": {n: ROW_HELP[n] for n in row_names},
+                   "reference_source": C.REFERENCE_SOURCE, "wall_s": total, "gpu": gpu,
+                   "complete": final}
+        try:
+            C.write_text(json_path, json.dumps(payload, indent=1, default=str))
+            if args.markdown:
+                C.write_text(args.markdown, markdown(env, ceilings, results, pt, row_names, args,
+                                                     total, final))
+        except Exception as e:  # noqa: BLE001
+            print(f"(could not write the outputs: {C.short_error(e)})", flush=True)
+
     results = []
     limit = args.time_limit_s or (90.0 if args.quick else 210.0)
     for case in cases:
@@ -790,6 +809,7 @@ def main(argv=None):
                             "skipped": "time limit", "decode_kv_bytes": 0, "extend_flops": 0})
             continue
         results.append(run_case(case, ctx, timer, ceilings, row_names, args))
+        save(results, {"rows": []}, False)
 
     pt = {"rows": []}
     if not args.no_plan:
@@ -816,19 +836,14 @@ def main(argv=None):
     if not gpu:
         print(C.NO_GPU_BANNER, flush=True)
 
-    out_dir = args.out_dir or C.default_out_dir("bench_mixed")
-    json_path = args.json or os.path.join(out_dir, "bench_mixed.json")
-    payload = {"env": env, "ceilings": ceilings, "args": vars(args), "cases": results,
-               "plan_timing": pt, "rows": {n: ROW_HELP[n] for n in row_names},
-               "reference_source": C.REFERENCE_SOURCE, "wall_s": total_s, "gpu": gpu}
-    C.write_text(json_path, json.dumps(payload, indent=1, default=str))
-    print(f"wrote {json_path}")
+    save(results, pt, True)
+    print(f"wrote {json_path}" + (f" and {args.markdown}" if args.markdown else ""))
     if not args.no_plot:
         png = args.png or os.path.join(out_dir, "bench_mixed.png")
-        print(f"plot: {plot(results, pt, png, row_names)}")
-    if args.markdown:
-        C.write_text(args.markdown, markdown(env, ceilings, results, pt, row_names, args, total_s))
-        print(f"wrote {args.markdown}")
+        try:
+            print(f"plot: {plot(results, pt, png, row_names)}")
+        except Exception as e:  # noqa: BLE001
+            print(f"plot: error: {C.short_error(e)}")
     print(f"total {total_s:.1f} s")
     return 0
 

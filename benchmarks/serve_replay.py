@@ -405,7 +405,9 @@ def parse_args(argv=None):
     p.add_argument("--markdown", default=None)
     p.add_argument("--out-dir", default=None)
     p.add_argument("--commit", default=None)
-    p.add_argument("--cpu", action="store_true")
+    p.add_argument("--cpu", action="store_true", help="the CPU version even with a GPU")
+    p.add_argument("--no-ceilings", action="store_true",
+                   help="skip the quick copy/read/matmul ceilings printed with the tables")
     return p.parse_args(argv)
 
 
@@ -454,9 +456,10 @@ def comparisons(results):
             "truncated"], out
 
 
-def markdown(env, cfg, results, args, total_s, gpu, backend):
+def markdown(env, cfg, results, args, total_s, gpu, backend, ceilings, final=True):
     hdr, cmp_rows = comparisons(results)
-    lines = [f"## serve_replay.py ({'quick' if args.quick else 'full'} run)", "",
+    lines = [f"## serve_replay.py ({'quick' if args.quick else 'full'} run"
+             + ("" if final else "; PARTIAL: the run was still going or was cut short") + ")", "",
              f"- date: {env['date']}", f"- commit: `{env['commit']}`",
              f"- device: {env['gpu'] or 'NO GPU (CPU; tiny model, numbers not meaningful)'}",
              f"- torch {env['torch']}, CUDA {env['cuda_runtime']}, triton {env['triton']}",
@@ -471,6 +474,8 @@ def markdown(env, cfg, results, args, total_s, gpu, backend):
              f"in [{cfg.prompt_min}, {cfg.prompt_max}], output lognormal(median "
              f"{cfg.output_median}, sigma {cfg.output_sigma}) in [{cfg.output_min}, "
              f"{cfg.output_max}]",
+             "- ceilings (this run, quick): "
+             + (C.ceilings_line(ceilings) if ceilings else "not measured (--no-ceilings)"),
              f"- wall time of the run: {total_s:.0f} s", "",
              "Step time = wall time of plan + kv_indices upload + all layers + sync (virtual "
              "clock; scheduler bookkeeping excluded). served tok/s = generated tokens / virtual "
@@ -501,6 +506,10 @@ def main(argv=None):
           f"max running {cfg.max_running}, KV pool {cfg.num_pages} pages "
           f"({cfg.num_pages * cfg.page_size} tokens)", flush=True)
     print(SGLANG_NOTE, flush=True)
+    ceilings = {}
+    if not args.no_ceilings:
+        ceilings = C.measure_ceilings(device, quick=True)
+        print("ceilings (quick): " + C.ceilings_line(ceilings), flush=True)
     traces = [t for t in args.traces.split(",") if t]
     modes = [m for m in args.modes.split(",") if m]
     counts = default_counts(args, gpu)
@@ -547,6 +556,25 @@ def main(argv=None):
         except Exception as e:  # noqa: BLE001
             engines[mode] = ("error", C.short_error(e))
 
+    out_dir = args.out_dir or C.default_out_dir("serve_replay")
+    json_path = args.json or os.path.join(out_dir, "serve_replay.json")
+    cfg_d = dataclasses.asdict(cfg)
+    cfg_d["dtype"] = str(cfg.dtype)
+
+    def save(results, final):
+        """JSON (and markdown) after every replay, so a run cut short still leaves its tables."""
+        total = time.perf_counter() - t_start
+        try:
+            C.write_text(json_path, json.dumps(
+                {"env": env, "config": cfg_d, "args": vars(args), "backend": backend,
+                 "ceilings": ceilings, "results": results, "wall_s": total, "gpu": gpu,
+                 "complete": final}, indent=1, default=str))
+            if args.markdown:
+                C.write_text(args.markdown, markdown(env, cfg, results, args, total, gpu,
+                                                     backend, ceilings, final))
+        except Exception as e:  # noqa: BLE001
+            print(f"(could not write the outputs: {C.short_error(e)})", flush=True)
+
     capacity = None
     for trace in traces:
         n = args.requests or counts.get(trace, 32)
@@ -585,6 +613,7 @@ def main(argv=None):
                     rec.update(status="error", why=C.short_error(e))
             results.append(rec)
             print(C.text_table(TABLE_HDR, table_rows([rec])).splitlines()[-1], flush=True)
+            save(results, False)
         if trace == "burst" and caps:
             capacity = min(caps)
             print(f"capacity (slowest mode, burst, until 80% done): {capacity:.1f} req/s",
@@ -600,18 +629,8 @@ def main(argv=None):
     print(SGLANG_NOTE)
     if not gpu:
         print(C.NO_GPU_BANNER)
-    out_dir = args.out_dir or C.default_out_dir("serve_replay")
-    json_path = args.json or os.path.join(out_dir, "serve_replay.json")
-    cfg_d = dataclasses.asdict(cfg)
-    cfg_d["dtype"] = str(cfg.dtype)
-    C.write_text(json_path, json.dumps({"env": env, "config": cfg_d, "args": vars(args),
-                                        "backend": backend,
-                                        "results": results, "wall_s": total_s, "gpu": gpu},
-                                       indent=1, default=str))
-    print(f"wrote {json_path}")
-    if args.markdown:
-        C.write_text(args.markdown, markdown(env, cfg, results, args, total_s, gpu, backend))
-        print(f"wrote {args.markdown}")
+    save(results, True)
+    print(f"wrote {json_path}" + (f" and {args.markdown}" if args.markdown else ""))
     print(f"total {total_s:.1f} s")
     return 0
 
