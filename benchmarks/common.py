@@ -749,7 +749,15 @@ def default_out_dir(name):
 
 
 def import_mixed_attn():
-    """(module, None) or (None, reason)."""
+    """(module, None) or (None, reason). Falls back to the source tree's python/ folder (after
+    scripts/build_inplace.sh) when the package is not installed."""
+    try:
+        import mixed_attn
+        return mixed_attn, None
+    except ImportError:
+        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python")
+        if os.path.isdir(os.path.join(src, "mixed_attn")) and src not in sys.path:
+            sys.path.insert(0, src)
     try:
         import mixed_attn
         return mixed_attn, None

@@ -425,8 +425,8 @@ def table_rows(results):
     for r in results:
         m = r.get("metrics")
         if m is None:
-            rows.append([r["trace"], r["mode"], "-", f"{r['status']}: {r['why']}"] +
-                        [""] * (len(TABLE_HDR) - 4))
+            rows.append([r["trace"], r["mode"]] + ["-"] * (len(TABLE_HDR) - 3) +
+                        [f"{r['status']}: {r['why']}"])
             continue
         note = f"TRUNCATED ({m['finished']}/{m['requests']} done)" if m["truncated"] else ""
         if r.get("rate"):
