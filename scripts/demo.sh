@@ -15,3 +15,7 @@ fi
 "$PY" -m pip install -q numpy "scikit-build-core>=0.10" cmake ninja triton
 "$PY" -m pip install -q --no-build-isolation --no-deps .
 "$PY" -m mixed_attn.demo "$@"
+# On a GPU the main job goes on to the benchmark suite (benchmarks/RESULTS.md has the last table).
+if "$PY" -c "import torch, mixed_attn, sys; sys.exit(0 if torch.cuda.is_available() and mixed_attn.has_cuda_kernels() else 1)"; then
+  "$PY" benchmarks/bench_mixed.py
+fi

@@ -1,6 +1,6 @@
 // CUDA implementation of torch.ops.mixed_attn.forward: checks, then the three
 // launches on the current stream (save, extend, decode). No allocation, no sync.
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
@@ -27,7 +27,7 @@ void forward_cuda(const at::Tensor& q, const std::optional<at::Tensor>& k,
                 partial_lse, out, lse, sinks, sm_scale, logit_cap, window_left, k_scale, v_scale};
   ForwardLaunch L = prepare_forward(a, /*allow_fp32_q=*/false);
   const c10::cuda::CUDAGuard guard(q.device());
-  void* stream = at::cuda::getCurrentCUDAStream().stream();
+  void* stream = c10::cuda::getCurrentCUDAStream(q.device().index()).stream();
   if (L.save_kv) check_launch("KV save", gpu::launch_save_kv(L.save, stream));
   check_launch("extend kernel", gpu::launch_extend(L.extend, stream));
   check_launch("decode kernel", gpu::launch_decode(L.decode, stream));
