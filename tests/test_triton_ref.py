@@ -258,8 +258,8 @@ CASES = [
 @pytest.mark.parametrize("case_id,rows,Hq,Hkv,D,ps,dtype,kv_dtype,window,cap,sinks,popts", CASES,
                          ids=[c[0] for c in CASES])
 def test_forward_vs_reference(case_id, rows, Hq, Hkv, D, ps, dtype, kv_dtype, window, cap, sinks, popts):
-    case = Case(rows, Hq, Hkv, D, ps, dtype=dtype, kv_dtype=kv_dtype, seed=zlib.crc32(case_id.encode()) % 1000, k_scale=0.6,
-                v_scale=1.7, with_sinks=sinks)
+    case = Case(rows, Hq, Hkv, D, ps, dtype=dtype, kv_dtype=kv_dtype, seed=zlib.crc32(case_id.encode()) % 1000,
+                k_scale=0.6, v_scale=1.7, with_sinks=sinks)
     info, meta = make_plan(case, window_left=window, **popts)
     if "deterministic" in popts:
         assert field(info, "max_splits") > 1, "the case must exercise several splits"
@@ -374,7 +374,7 @@ def test_wrapper_plan_drives_triton():
                            sinks=case.sinks)
     n = field(w.plan_info, "num_partials")
     op_po, op_pl = w.partial_out[:n].clone(), w.partial_lse[:n].clone()
-    res = run_triton(case, w.plan_info, w.plan_meta[: field(w.plan_info, "meta_len")])
+    res = run_triton(case, w.plan_info, w.plan_meta)  # the whole buffer, as the benchmarks pass it
     assert_close_to(res["out"], out_op.double(), 2e-2, 2e-2, "out vs wrapper")
     assert_close_to(res["lse"], lse_op.double(), 1e-3, 1e-4, "lse vs wrapper")
     assert_close_to(res["partial_lse"][:n], op_pl.double(), 1e-3, 1e-4, "partial_lse vs wrapper arena")

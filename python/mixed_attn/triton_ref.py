@@ -33,7 +33,7 @@ import torch
 import triton
 import triton.language as tl
 
-from mixed_attn.plan_info import field, unpack_meta
+from mixed_attn.plan_info import field
 
 __all__ = ["triton_forward", "triton_save_kv", "triton_extend", "triton_decode"]
 
@@ -69,10 +69,11 @@ def _round_to_e4m3_grid(x):
     return (r.to(tl.int32, bitcast=True) | sign).to(tl.float32, bitcast=True)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["off_qo_indptr", "off_kv_indptr", "off_seq_lens", "num_rows", "num_tokens",
+                                "search_steps"])
 def _save_kv_kernel(
     k_ptr, v_ptr, kc_ptr, vc_ptr, kv_indices_ptr,
-    qo_indptr_ptr, kv_indptr_ptr, seq_lens_ptr,
+    meta_ptr, off_qo_indptr, off_kv_indptr, off_seq_lens,
     num_rows, num_tokens, search_steps,
     k_st, k_sh, v_st, v_sh,
     kc_sp, kc_ss, kc_sh, vc_sp, vc_ss, vc_sh,
@@ -80,6 +81,10 @@ def _save_kv_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr, IS_FP8: tl.constexpr,
     ROUND_IN_FP32: tl.constexpr,
 ):
+    # The plan's arrays, at their offsets in the one metadata buffer (plan_info.py).
+    qo_indptr_ptr = meta_ptr + off_qo_indptr
+    kv_indptr_ptr = meta_ptr + off_kv_indptr
+    seq_lens_ptr = meta_ptr + off_seq_lens
     pid_t = tl.program_id(0)
     kvh = tl.program_id(1)
     tok = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
@@ -186,10 +191,10 @@ def _extend_key_block(q, m_i, l_i, acc, start, kv_end, pos, kc_ptr, vc_ptr, kv_i
     return m_new, l_i, acc
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["off_qo_indptr", "off_kv_indptr", "off_seq_lens", "off_extend_tiles"])
 def _extend_kernel(
     q_ptr, kc_ptr, vc_ptr, out_ptr, lse_ptr, sinks_ptr, kv_indices_ptr,
-    qo_indptr_ptr, kv_indptr_ptr, seq_lens_ptr, tiles_ptr,
+    meta_ptr, off_qo_indptr, off_kv_indptr, off_seq_lens, off_extend_tiles,
     q_st, q_sh, kc_sp, kc_ss, kc_sh, vc_sp, vc_ss, vc_sh, o_st, o_sh, lse_st,
     qk_scale_log2,  # sm_scale * k_scale * log2(e)   (no logit cap)
     qk_scale,       # sm_scale * k_scale             (logit cap)
@@ -198,6 +203,11 @@ def _extend_kernel(
     HAS_CAP: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_SINKS: tl.constexpr,
     WRITE_LSE: tl.constexpr, DOT_F32: tl.constexpr,
 ):
+    # The plan's arrays, at their offsets in the one metadata buffer (plan_info.py).
+    qo_indptr_ptr = meta_ptr + off_qo_indptr
+    kv_indptr_ptr = meta_ptr + off_kv_indptr
+    seq_lens_ptr = meta_ptr + off_seq_lens
+    tiles_ptr = meta_ptr + off_extend_tiles
     pid_tile = tl.program_id(0)
     kvh = tl.program_id(1)
     pid_blk = tl.program_id(2)
@@ -284,16 +294,25 @@ def _extend_kernel(
 # --------------------------------------------------------------------------
 # Split-KV decode
 # --------------------------------------------------------------------------
-@triton.jit
+@triton.jit(do_not_specialize=["off_qo_indptr", "off_kv_indptr", "off_seq_lens", "off_decode_rows",
+                                "off_decode_split_indptr", "off_decode_kv_start", "off_decode_chunk_tokens"])
 def _decode_partial_kernel(
     q_ptr, kc_ptr, vc_ptr, kv_indices_ptr, part_o_ptr, part_lse_ptr,
-    qo_indptr_ptr, kv_indptr_ptr, seq_lens_ptr,
-    decode_rows_ptr, split_indptr_ptr, kv_start_ptr, chunk_ptr,
+    meta_ptr, off_qo_indptr, off_kv_indptr, off_seq_lens, off_decode_rows, off_decode_split_indptr,
+    off_decode_kv_start, off_decode_chunk_tokens,
     q_st, q_sh, kc_sp, kc_ss, kc_sh, vc_sp, vc_ss, vc_sh, po_ss, po_sh, pl_ss,
     qk_scale_log2, qk_scale, logit_cap, window_left, v_scale, page_size, group,
     HEAD_DIM: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_CAP: tl.constexpr, HAS_WINDOW: tl.constexpr, DOT_F32: tl.constexpr,
 ):
+    # The plan's arrays, at their offsets in the one metadata buffer (plan_info.py).
+    qo_indptr_ptr = meta_ptr + off_qo_indptr
+    kv_indptr_ptr = meta_ptr + off_kv_indptr
+    seq_lens_ptr = meta_ptr + off_seq_lens
+    decode_rows_ptr = meta_ptr + off_decode_rows
+    split_indptr_ptr = meta_ptr + off_decode_split_indptr
+    kv_start_ptr = meta_ptr + off_decode_kv_start
+    chunk_ptr = meta_ptr + off_decode_chunk_tokens
     dr = tl.program_id(0)
     kvh = tl.program_id(1)
     split = tl.program_id(2)
@@ -356,14 +375,18 @@ def _decode_partial_kernel(
     tl.store(part_lse_ptr + slot * pl_ss + head, lse, mask=head_ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["off_qo_indptr", "off_decode_rows", "off_decode_split_indptr"])
 def _decode_merge_kernel(
     part_o_ptr, part_lse_ptr, out_ptr, lse_ptr, sinks_ptr,
-    qo_indptr_ptr, decode_rows_ptr, split_indptr_ptr,
+    meta_ptr, off_qo_indptr, off_decode_rows, off_decode_split_indptr,
     po_ss, po_sh, pl_ss, o_st, o_sh, lse_st,
     HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr,
     HAS_SINKS: tl.constexpr, WRITE_LSE: tl.constexpr,
 ):
+    # The plan's arrays, at their offsets in the one metadata buffer (plan_info.py).
+    qo_indptr_ptr = meta_ptr + off_qo_indptr
+    decode_rows_ptr = meta_ptr + off_decode_rows
+    split_indptr_ptr = meta_ptr + off_decode_split_indptr
     dr = tl.program_id(0)
     head = tl.program_id(1)
     slot0 = tl.load(split_indptr_ptr + dr)
@@ -434,13 +457,31 @@ def _dummy(device):
     return torch.empty(1, dtype=torch.float32, device=device)
 
 
+def _offsets(info, *names):
+    """Offsets (int32 entries) of the named plan arrays in plan_meta.
+
+    The kernels take the one metadata tensor plus these offsets, not a view per array: views at
+    arbitrary offsets would change the pointers' 16-byte alignment from step to step, and Triton
+    specialises (recompiles) on that; the offsets are marked do_not_specialize.
+    """
+    return [field(info, "off_" + n) for n in names]
+
+
+def _check_meta(info, plan_meta):
+    if plan_meta.dtype != torch.int32 or plan_meta.dim() != 1 or plan_meta.stride(0) != 1:
+        raise ValueError(f"plan_meta must be a contiguous 1-D int32 tensor, got {plan_meta.dtype} "
+                         f"{tuple(plan_meta.shape)} strides {plan_meta.stride()}")
+    if plan_meta.numel() < field(info, "meta_len"):
+        raise ValueError(f"plan_meta holds {plan_meta.numel()} entries, the plan needs {field(info, 'meta_len')}")
+
+
 def triton_save_kv(k, v, k_cache, v_cache, kv_indices, plan_meta, plan_info, k_scale=1.0, v_scale=1.0):
     """Writes k, v [T, Hkv, D] into the paged caches at positions prefix_len .. seq_len-1 of every row.
 
     fp8 e4m3 caches store clamp(x * (1/scale), -448, 448) rounded to nearest even.
     """
     info = _info(plan_info)
-    meta = unpack_meta(info, plan_meta)
+    _check_meta(info, plan_meta)
     T, Hkv, D = k.shape
     if T == 0:
         return
@@ -452,7 +493,7 @@ def triton_save_kv(k, v, k_cache, v_cache, kv_indices, plan_meta, plan_info, k_s
     grid = (triton.cdiv(T, BLOCK_T), Hkv)
     _save_kv_kernel[grid](
         k, v, k_cache, v_cache, kv_indices,
-        meta["qo_indptr"], meta["kv_indptr"], meta["seq_lens"],
+        plan_meta, *_offsets(info, "qo_indptr", "kv_indptr", "seq_lens"),
         B, T, max(1, B.bit_length()),
         k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
@@ -493,7 +534,7 @@ def triton_extend(q, k_cache, v_cache, kv_indices, plan_meta, plan_info, out, ls
     Nt = field(info, "num_extend_tiles")
     if Nt == 0:
         return
-    meta = unpack_meta(info, plan_meta)
+    _check_meta(info, plan_meta)
     T, Hq, D = q.shape
     _check_head_dim(D)
     Hkv = k_cache.shape[2]
@@ -509,7 +550,7 @@ def triton_extend(q, k_cache, v_cache, kv_indices, plan_meta, plan_info, out, ls
     _extend_kernel[grid](
         q, k_cache, v_cache, out, lse if lse is not None else _dummy(dev),
         sinks if sinks is not None else _dummy(dev), kv_indices,
-        meta["qo_indptr"], meta["kv_indptr"], meta["seq_lens"], meta["extend_tiles"],
+        plan_meta, *_offsets(info, "qo_indptr", "kv_indptr", "seq_lens", "extend_tiles"),
         q.stride(0), q.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
@@ -535,7 +576,7 @@ def triton_decode(q, k_cache, v_cache, kv_indices, plan_meta, plan_info, partial
     Nd = field(info, "num_decode_rows")
     if Nd == 0:
         return
-    meta = unpack_meta(info, plan_meta)
+    _check_meta(info, plan_meta)
     T, Hq, D = q.shape
     _check_head_dim(D)
     Hkv = k_cache.shape[2]
@@ -555,9 +596,8 @@ def triton_decode(q, k_cache, v_cache, kv_indices, plan_meta, plan_info, partial
     BLOCK_N, dec_warps, dec_stages = _decode_config(D, group)
     _decode_partial_kernel[(Nd, Hkv, max_splits)](
         q, k_cache, v_cache, kv_indices, partial_out, partial_lse,
-        meta["qo_indptr"], meta["kv_indptr"], meta["seq_lens"],
-        meta["decode_rows"], meta["decode_split_indptr"], meta["decode_kv_start"],
-        meta["decode_chunk_tokens"],
+        plan_meta, *_offsets(info, "qo_indptr", "kv_indptr", "seq_lens", "decode_rows", "decode_split_indptr",
+                             "decode_kv_start", "decode_chunk_tokens"),
         q.stride(0), q.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
@@ -574,7 +614,7 @@ def triton_decode(q, k_cache, v_cache, kv_indices, plan_meta, plan_info, partial
     _decode_merge_kernel[(Nd, Hq)](
         partial_out, partial_lse, out, lse if lse is not None else _dummy(dev),
         sinks if sinks is not None else _dummy(dev),
-        meta["qo_indptr"], meta["decode_rows"], meta["decode_split_indptr"],
+        plan_meta, *_offsets(info, "qo_indptr", "decode_rows", "decode_split_indptr"),
         partial_out.stride(0), partial_out.stride(1), partial_lse.stride(0),
         out.stride(0), out.stride(1), lse.stride(0) if lse is not None else 0,
         HEAD_DIM=D, BLOCK_S=min(32, max(2, _next_pow2(max_splits))),
