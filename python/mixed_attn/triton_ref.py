@@ -19,15 +19,26 @@ to ``torch.ops.mixed_attn.forward``. Four kernels:
   log-sum-exp merge of the row's splits plus the sink, into out (and lse).
 
 Both dispatch modes come from the plan alone: a fold plan has no decode rows
-and an extend tile for every row.
+and an extend tile for every row. Kernels index the plan's arrays as
+``plan_meta`` plus the offsets of plan_info (never per-array views, whose
+alignment would change per step and make Triton recompile), and never read
+the plan on the host: ``triton_forward`` does no device sync.
+
+Numerics: scores and softmax in fp32 with base-2 exponents; q.k and p.v on
+tensor cores in q's dtype (an fp8 cache is widened exactly to it, its scales
+folded into sm_scale and the output), p rounded to q's dtype for the second
+product, as flash-attention kernels do.
 
 Importing: this module imports triton at import time. To run it on the CPU,
 set ``TRITON_INTERPRET=1`` in the environment BEFORE the first
 ``import triton`` of the process (tests/test_triton_ref.py does it at its top
-when no CUDA device exists). Tensors must then live on the CPU.
+when no CUDA device exists). Tensors must then live on the CPU. Two
+interpreter gaps are bridged under it only (same math, see _operand and
+_round_to_e4m3_grid): its bf16 tl.dot, and its fp32 -> e4m3 cast.
 """
 
 import math
+import os
 
 import torch
 import triton
@@ -38,15 +49,13 @@ from mixed_attn.plan_info import field
 __all__ = ["triton_forward", "triton_save_kv", "triton_extend", "triton_decode"]
 
 _LOG2E = 1.4426950408889634
-_LN2 = 0.6931471805599453
 _FP8 = torch.float8_e4m3fn
-# Finite "minus infinity" for running maxima: exp2(-inf - m_init) is then 0,
-# never NaN, for rows or splits that have not seen a key yet.
-_NEG_BIG = -1.0e30
+# Running maxima start at -1e30, a finite "minus infinity": exp2(-inf - m) is
+# then 0, never NaN, for rows or splits that have not seen a key yet.
 
 
 def _interpreted():
-    return bool(int(__import__("os").environ.get("TRITON_INTERPRET", "0") or 0))
+    return os.environ.get("TRITON_INTERPRET", "0").strip() not in ("", "0")
 
 
 # --------------------------------------------------------------------------
