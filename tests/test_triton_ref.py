@@ -322,6 +322,23 @@ def test_split_without_visible_key():
     check_vs_reference(case, res, window_left=window)
 
 
+def test_decode_stage1_writes_exactly_its_slots():
+    # Stage 1 alone: every slot of the plan written, nothing past num_partials, out untouched.
+    case = Case([(200, 1), (7, 5), (90, 1), (0, 1)], 8, 2, 64, 4, seed=13)
+    info, meta = make_plan(case, deterministic=True, fixed_split_tokens=64)
+    n = field(info, "num_partials")
+    dev = torch.device(DEV)
+    po = poisoned((n + 3, case.Hq, case.D), torch.float32, dev)
+    pl = poisoned((n + 3, case.Hq), torch.float32, dev)
+    out = poisoned((case.T, case.Hq, case.D), case.q.dtype, dev)
+    triton_decode(case.q.to(dev), case.k_cache.to(dev), case.v_cache.to(dev), case.kv_indices.to(dev),
+                  meta.to(dev), info, po, pl, out, merge=False)
+    po, pl = po.cpu(), pl.cpu()
+    assert not torch.isnan(po[:n]).any() and not torch.isnan(pl[:n]).any(), "a plan slot was not written"
+    assert torch.isnan(po[n:]).all() and torch.isnan(pl[n:]).all(), "written past the plan's slots"
+    assert torch.isnan(out.cpu()).all(), "stage 1 must not touch out"
+
+
 def test_sm_aware_max_splits_cap():
     # SM-aware policy with a tight cap: longer chunks than min_split_tokens, still exact.
     case = Case([(700, 1), (3, 4), (513, 1)], 4, 1, 64, 1, seed=10)
