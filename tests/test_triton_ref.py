@@ -339,6 +339,25 @@ def test_decode_stage1_writes_exactly_its_slots():
     assert torch.isnan(out.cpu()).all(), "stage 1 must not touch out"
 
 
+def test_rejects_bad_input_before_writing():
+    case = Case(ROWS_MIXED, 8, 2, 64, 4, seed=14)
+    info, meta = make_plan(case)
+    n = field(info, "num_partials")
+    kc = case.k_cache.clone()
+    po, pl = torch.zeros(n, 8, 64), torch.zeros(n, 8)
+    good = dict(q=case.q, k=case.k, v=case.v, k_cache=kc, v_cache=case.v_cache.clone(),
+                kv_indices=case.kv_indices, plan_meta=meta, plan_info=info, partial_out=po, partial_lse=pl,
+                out=torch.empty(case.T, 8, 64, dtype=case.q.dtype), lse=None, sinks=None, sm_scale=0.125,
+                logit_cap=0.0, window_left=-1, k_scale=1.0, v_scale=1.0)
+    bad = [("out", torch.empty(case.T, 8, 64, dtype=torch.float16)), ("k", case.k[:, :1]),
+           ("kv_indices", case.kv_indices.long()), ("lse", torch.empty(case.T, 8, dtype=torch.float64)),
+           ("plan_info", [0] * len(info)), ("q", case.q[:-1])]
+    for name, value in bad:
+        with pytest.raises(ValueError, match=name if name != "plan_info" else "plan"):
+            triton_forward(**{**good, name: value})
+    assert_cache_equal(kc, case.k_cache, "k_cache after rejected calls")
+
+
 def test_sm_aware_max_splits_cap():
     # SM-aware policy with a tight cap: longer chunks than min_split_tokens, still exact.
     case = Case([(700, 1), (3, 4), (513, 1)], 4, 1, 64, 1, seed=10)

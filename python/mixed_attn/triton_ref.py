@@ -636,6 +636,43 @@ def triton_decode(q, k_cache, v_cache, kv_indices, plan_meta, plan_info, partial
     )
 
 
+def _check_forward(info, q, k, v, k_cache, v_cache, kv_indices, plan_meta, out, lse, sinks):
+    """Shape, dtype and device checks of triton_forward (the oracle trusts the plan's lengths)."""
+    if q.dim() != 3:
+        raise ValueError(f"q must be [T, Hq, D], got {tuple(q.shape)}")
+    T, Hq, D = q.shape
+    if T != field(info, "num_tokens"):
+        raise ValueError(f"q: {T} tokens but the plan has {field(info, 'num_tokens')}")
+    if (Hq, D) != (field(info, "num_qo_heads"), field(info, "head_dim")):
+        raise ValueError(f"q: heads/head_dim {(Hq, D)} differ from the plan's "
+                         f"{(field(info, 'num_qo_heads'), field(info, 'head_dim'))}")
+    Hkv = field(info, "num_kv_heads")
+    for name, c in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if c.dim() != 4 or c.shape[2] != Hkv or c.shape[3] != D or c.shape[1] != field(info, "page_size"):
+            raise ValueError(f"{name} must be [pages, {field(info, 'page_size')}, {Hkv}, {D}], got {tuple(c.shape)}")
+        if c.dtype not in (q.dtype, _FP8) or c.dtype != k_cache.dtype:
+            raise ValueError(f"{name}: dtype {c.dtype} (q is {q.dtype}; caches: q's dtype or float8_e4m3fn)")
+    if (k is None) != (v is None):
+        raise ValueError("k and v: give both (save) or neither (no save)")
+    for name, x in (("k", k), ("v", v)):
+        if x is not None and (tuple(x.shape) != (T, Hkv, D) or x.dtype != q.dtype):
+            raise ValueError(f"{name} must be [{T}, {Hkv}, {D}] of {q.dtype}, got {tuple(x.shape)} {x.dtype}")
+    if tuple(out.shape) != (T, Hq, D) or out.dtype != q.dtype:
+        raise ValueError(f"out must be [{T}, {Hq}, {D}] of {q.dtype}, got {tuple(out.shape)} {out.dtype}")
+    if lse is not None and (tuple(lse.shape) != (T, Hq) or lse.dtype != torch.float32):
+        raise ValueError(f"lse must be [{T}, {Hq}] float32, got {tuple(lse.shape)} {lse.dtype}")
+    if sinks is not None and (tuple(sinks.shape) != (Hq,) or sinks.dtype != torch.float32):
+        raise ValueError(f"sinks must be [{Hq}] float32, got {tuple(sinks.shape)} {sinks.dtype}")
+    if kv_indices.dtype != torch.int32 or kv_indices.numel() < field(info, "num_kv_pages"):
+        raise ValueError(f"kv_indices must be int32 with >= {field(info, 'num_kv_pages')} entries")
+    for name, x in (("q", q), ("k", k), ("v", v), ("k_cache", k_cache), ("v_cache", v_cache), ("out", out),
+                    ("lse", lse), ("sinks", sinks), ("kv_indices", kv_indices), ("plan_meta", plan_meta)):
+        if x is not None and x.device != q.device:
+            raise ValueError(f"{name} is on {x.device}, q on {q.device}")
+        if x is not None and x.dim() > 0 and x.stride(-1) != 1:
+            raise ValueError(f"{name}: the last dimension must be contiguous")
+
+
 def triton_forward(q, k, v, k_cache, v_cache, kv_indices, plan_meta, plan_info, partial_out, partial_lse,
                    out, lse, sinks, sm_scale, logit_cap, window_left, k_scale, v_scale):
     """The whole mixed step of one layer, same arguments as torch.ops.mixed_attn.forward.
@@ -644,13 +681,7 @@ def triton_forward(q, k, v, k_cache, v_cache, kv_indices, plan_meta, plan_info, 
     (partials into partial_out / partial_lse, merged into out and lse). lse None: not written.
     """
     info = _info(plan_info)
-    T, Hq, D = q.shape
-    if T != field(info, "num_tokens"):
-        raise ValueError(f"q: {T} tokens but the plan has {field(info, 'num_tokens')}")
-    if Hq % k_cache.shape[2] != 0:
-        raise ValueError(f"q: {Hq} heads is not a multiple of the cache's {k_cache.shape[2]} kv heads")
-    if (k is None) != (v is None):
-        raise ValueError("k and v: give both (save) or neither (no save)")
+    _check_forward(info, q, k, v, k_cache, v_cache, kv_indices, plan_meta, out, lse, sinks)
     if k is not None:
         triton_save_kv(k, v, k_cache, v_cache, kv_indices, plan_meta, info, k_scale, v_scale)
     opts = dict(sinks=sinks, sm_scale=sm_scale, logit_cap=logit_cap, window_left=window_left,
