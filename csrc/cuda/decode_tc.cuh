@@ -47,8 +47,12 @@ struct TcTraits {
   static constexpr int kDRun = D / 8;                             // contiguous d per output slot
   static constexpr int kVBytes = kDRun * kElem;                   // per thread per V row
   static constexpr int kCombineFloats = kWarps * 2 * 8 * D;       // per-warp O fragments
-  static constexpr int kSmemBytes =
+  static constexpr int kRingBytes =
       (kStages * kStageBytes > kCombineFloats * 4) ? kStages * kStageBytes : kCombineFloats * 4;
+  // D=256 keeps the Q fragments in shared memory (registers hold O instead).
+  static constexpr bool kQInSmem = D >= 256;
+  static constexpr int kQFragBytes = (D / 16) * 4 * 4 * 32;  // k-steps x 4 words x 32 lanes
+  static constexpr int kSmemBytes = kRingBytes + (kQInSmem ? kQFragBytes : 0);
   static_assert(kChunks >= 4 && kThreads % kChunks == 0, "unsupported head_dim / dtype");
   static_assert(kTileKeys % kRowStep == 0, "tile rows must split evenly across threads");
 };
@@ -225,6 +229,18 @@ __global__ void __launch_bounds__(TcTraits<D, kFp8>::kThreads)
     }
   }
 
+  uint4* q_smem = reinterpret_cast<uint4*>(smem + Tr::kRingBytes);  // [cg][step][lane]
+  if constexpr (Tr::kQInSmem) {
+    if (warp == 0) {
+#pragma unroll
+      for (int cg = 0; cg < Tr::kChunkGroups; ++cg)
+#pragma unroll
+        for (int st = 0; st < Tr::kStepsPerChunk; ++st)
+          q_smem[(cg * Tr::kStepsPerChunk + st) * 32 + lane] =
+              make_uint4(qf[cg][st][0], qf[cg][st][1], qf[cg][st][2], qf[cg][st][3]);
+    }
+  }  // published by the first barrier of the main loop
+
   // ---- main loop ---------------------------------------------------------------
   float o[Tr::kDRun][4];
 #pragma unroll
@@ -250,15 +266,28 @@ __global__ void __launch_bounds__(TcTraits<D, kFp8>::kThreads)
     // S = Q K^T for the warp's 16 keys (two n8 tiles of 8 keys).
     float s[2][4];
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-      const int r = warp_row0 + nt * 8 + g;
-      const unsigned char* krow = kbuf + r * Tr::kRowBytes;
-      const int sw = swizzle<Tr::kChunks>(r);
+    for (int nt = 0; nt < 2; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+    const unsigned char* krow[2] = {kbuf + (warp_row0 + g) * Tr::kRowBytes,
+                                    kbuf + (warp_row0 + 8 + g) * Tr::kRowBytes};
+    const int ksw[2] = {swizzle<Tr::kChunks>(warp_row0 + g), swizzle<Tr::kChunks>(warp_row0 + 8 + g)};
 #pragma unroll
-      for (int cg = 0; cg < Tr::kChunkGroups; ++cg) {
+    for (int cg = 0; cg < Tr::kChunkGroups; ++cg) {
+      uint32_t qa[Tr::kStepsPerChunk][4];
+#pragma unroll
+      for (int st = 0; st < Tr::kStepsPerChunk; ++st) {
+        if constexpr (Tr::kQInSmem) {
+          const uint4 v = q_smem[(cg * Tr::kStepsPerChunk + st) * 32 + lane];
+          qa[st][0] = v.x; qa[st][1] = v.y; qa[st][2] = v.z; qa[st][3] = v.w;
+        } else {
+          qa[st][0] = qf[cg][st][0]; qa[st][1] = qf[cg][st][1];
+          qa[st][2] = qf[cg][st][2]; qa[st][3] = qf[cg][st][3];
+        }
+        if constexpr (!kTwoHalves) qa[st][2] = qa[st][3] = 0u;
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
         union { uint4 v; uint32_t w[4]; } kw;
-        kw.v = *reinterpret_cast<const uint4*>(krow + (((cg * 4 + t4) ^ sw) << 4));
+        kw.v = *reinterpret_cast<const uint4*>(krow[nt] + (((cg * 4 + t4) ^ ksw[nt]) << 4));
 #pragma unroll
         for (int st = 0; st < Tr::kStepsPerChunk; ++st) {
           uint32_t b0, b1;
@@ -269,7 +298,7 @@ __global__ void __launch_bounds__(TcTraits<D, kFp8>::kThreads)
             b0 = kw.w[2 * st];
             b1 = kw.w[2 * st + 1];
           }
-          mma_16816<MT>(s[nt], qf[cg][st][0], qf[cg][st][2], qf[cg][st][1], qf[cg][st][3], b0, b1);
+          mma_16816<MT>(s[nt], qa[st][0], qa[st][2], qa[st][1], qa[st][3], b0, b1);
         }
       }
     }
