@@ -239,7 +239,7 @@ def test_save_kv(dtype, fp8, page_size):
     ext = [1, 9, 1, 130, 1]
     lens = [50, 200, 1, 130, 777]
     batch = Batch(lens, 8, 4, 128, page_size, dtype=dtype, kv_dtype=kv, extend_lens=ext,
-                  k_scale=0.05 if fp8 else 1.0, v_scale=3.0 if fp8 else 1.0)
+                  k_scale=0.0625 if fp8 else 1.0, v_scale=4.0 if fp8 else 1.0)  # powers of two: x / s == x * (1 / s)
     T = sum(ext)
     k = (torch.randn(T, 4, 128, device=DEV) * 4).to(dtype)
     v = (torch.randn(T, 4, 128, device=DEV) * 4).to(dtype)

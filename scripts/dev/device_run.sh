@@ -12,9 +12,12 @@ if ! python3 -c "import ctypes; ctypes.CDLL('build/libdecode_shim.so')" 2>/dev/n
   python3 -c "import sys; sys.path.insert(0,'scripts/dev'); import decode_driver as d; d.build('build/libdecode_shim.so')" 2>&1 | tee "$OUT/build.log" || exit 1
 fi
 export MA_REQUIRE_CUDA_DECODE=1
-timeout ${TEST_TIMEOUT:-200} python3 -m pytest -q --maxfail=30 tests/test_cuda_decode.py ${1:+-k "$1"} 2>&1 | tee "$OUT/tests.log" | tail -40
-timeout ${BENCH_TIMEOUT:-120} python3 benchmarks/bench_decode.py --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
+timeout ${TEST_TIMEOUT:-150} python3 -m pytest -q --maxfail=30 tests/test_cuda_decode.py ${1:+-k "$1"} 2>&1 | tee "$OUT/tests.log" | tail -40
+timeout ${BENCH_TIMEOUT:-100} python3 benchmarks/bench_decode.py --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
+if [ -n "$PORTABLE" ]; then
+  MIXED_ATTN_DECODE_PORTABLE=1 timeout 40 python3 -m pytest -q tests/test_cuda_decode.py -k "test_dtypes or test_windows_cap_sinks" 2>&1 | tee "$OUT/portable.log" | tail -5
+fi
 if [ -n "$SANITIZE" ]; then
-  timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 python3 scripts/dev/sanitize_decode.py > "$OUT/memcheck.log" 2>&1
+  timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 python3 scripts/dev/sanitize_decode.py > "$OUT/memcheck.log" 2>&1
   echo "memcheck rc=$?"; tail -5 "$OUT/memcheck.log"
 fi
