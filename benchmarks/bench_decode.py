@@ -12,7 +12,8 @@ KV bytes = sum over decode rows of seq_len * Hkv * D * 2 (K and V) * 2 bytes.
 floor = KV bytes / ceiling; the printed fractions are floor / time (1.0 = at
 the ceiling). The merge kernel, when the plan splits rows, is inside the time.
 
-Usage: python benchmarks/bench_decode.py [--cases H,L,F,G] [--json out.json]
+Usage: python benchmarks/bench_decode.py [--cases H,L,F,G] [--policies sm2,det2048] [--json out.json]
+($MA_DECODE_SHIM picks a shim library built with other tuning flags.)
 """
 
 import argparse
@@ -36,8 +37,9 @@ CASES = {
 POLICIES = [
     ("sm2", dict(ctas_per_sm=2)),  # the planner's default
     ("sm1", dict(ctas_per_sm=1)),
-    ("sm3", dict(ctas_per_sm=3)),
     ("sm4", dict(ctas_per_sm=4)),
+    ("sm2bal", dict(ctas_per_sm=2, balance=True)),  # equal split lengths (planner experiment)
+    ("sm4bal", dict(ctas_per_sm=4, balance=True)),
     ("det2048", dict(deterministic=True, fixed_split_tokens=2048)),
 ]
 
@@ -92,6 +94,7 @@ def make_case(rows, seq, Hq, Hkv, D, page=16, gen=None):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default="H,L,F,G")
+    ap.add_argument("--policies", default=",".join(n for n, _ in POLICIES))
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -106,6 +109,8 @@ def main():
         out = torch.empty_like(q)
         lse = torch.empty(q.shape[0], c["Hq"], device="cuda")
         for pname, pkw in POLICIES:
+            if pname not in args.policies.split(","):
+                continue
             plan = drv.Plan(qo, kvp, lens, 16, c["Hq"], c["Hkv"], c["D"], **pkw)
             slots = max(plan.num_partials, 1)
             po = torch.empty(slots, c["Hq"], c["D"], device="cuda")

@@ -9,17 +9,18 @@
 
 namespace mixed_attn::gpu::decode {
 
-template <typename Kernel>
-const char* launch_stage1(Kernel kernel, int smem_bytes, int threads, dim3 grid,
-                          const DecodeParams& p, const DecodeConsts& c, gpuStream_t stream) {
+// kKernel as a template argument: the opt-in shared-memory limit is set once
+// per kernel (a static per instantiation), not once per kernel signature.
+template <auto kKernel>
+const char* launch_stage1(int smem_bytes, int threads, dim3 grid, const DecodeParams& p,
+                          const DecodeConsts& c, gpuStream_t stream) {
   if (smem_bytes > 48 * 1024) {
-    // Once per instantiation: raising the opt-in limit is a host-side setting.
     static const gpuError_t attr_status = gpuFuncSetAttribute(
-        reinterpret_cast<const void*>(kernel), gpuFuncAttributeMaxDynamicSharedMemorySize,
+        reinterpret_cast<const void*>(kKernel), gpuFuncAttributeMaxDynamicSharedMemorySize,
         smem_bytes);
     if (attr_status != gpuSuccess) return gpuGetErrorString(attr_status);
   }
-  kernel<<<grid, threads, smem_bytes, stream>>>(p, c);
+  kKernel<<<grid, threads, smem_bytes, stream>>>(p, c);
   return nullptr;
 }
 
@@ -33,20 +34,20 @@ const char* launch_stage1_typed(const DecodeParams& p, const DecodeConsts& c, di
     if (fp8) {
       using Tr = TcTraits<D, true>;
       return two_halves
-                 ? launch_stage1(decode_split_tc_kernel<D, QT, true, true>, Tr::kSmemBytes, Tr::kThreads, grid, p, c, stream)
-                 : launch_stage1(decode_split_tc_kernel<D, QT, true, false>, Tr::kSmemBytes, Tr::kThreads, grid, p, c, stream);
+                 ? launch_stage1<decode_split_tc_kernel<D, QT, true, true>>(Tr::kSmemBytes, Tr::kThreads, grid, p, c, stream)
+                 : launch_stage1<decode_split_tc_kernel<D, QT, true, false>>(Tr::kSmemBytes, Tr::kThreads, grid, p, c, stream);
     }
     using Tr = TcTraits<D, false>;
     return two_halves
-               ? launch_stage1(decode_split_tc_kernel<D, QT, false, true>, Tr::kSmemBytes, Tr::kThreads, grid, p, c, stream)
-               : launch_stage1(decode_split_tc_kernel<D, QT, false, false>, Tr::kSmemBytes, Tr::kThreads, grid, p, c, stream);
+               ? launch_stage1<decode_split_tc_kernel<D, QT, false, true>>(Tr::kSmemBytes, Tr::kThreads, grid, p, c, stream)
+               : launch_stage1<decode_split_tc_kernel<D, QT, false, false>>(Tr::kSmemBytes, Tr::kThreads, grid, p, c, stream);
   }
 #else
   (void)portable;
 #endif
   if (fp8)
-    return launch_stage1(decode_split_portable_kernel<D, QT, uint8_t>, 0, kPortableThreads, grid, p, c, stream);
-  return launch_stage1(decode_split_portable_kernel<D, QT, QT>, 0, kPortableThreads, grid, p, c, stream);
+    return launch_stage1<decode_split_portable_kernel<D, QT, uint8_t>>(0, kPortableThreads, grid, p, c, stream);
+  return launch_stage1<decode_split_portable_kernel<D, QT, QT>>(0, kPortableThreads, grid, p, c, stream);
 }
 
 template <int D>

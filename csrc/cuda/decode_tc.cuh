@@ -27,6 +27,14 @@
 #if defined(MA_CUDA)
 #include <cuda_fp8.h>
 
+// Tuning knobs (measured on an H200, see benchmarks/bench_decode.py).
+#ifndef MA_DECODE_WARPS
+#define MA_DECODE_WARPS 2
+#endif
+#ifndef MA_DECODE_RING_KB
+#define MA_DECODE_RING_KB 112
+#endif
+
 namespace mixed_attn::gpu::decode {
 
 template <int D, bool kFp8>
@@ -34,11 +42,19 @@ struct TcTraits {
   static constexpr int kElem = kFp8 ? 1 : 2;              // bytes per cache element
   static constexpr int kRowBytes = D * kElem;             // one key of one kv head
   static constexpr int kChunks = kRowBytes / 16;          // 16-byte chunks per row
-  static constexpr int kWarps = (kChunks >= 32) ? 2 : 4;  // D=256 bf16: fewer warps, 2 CTAs/SM
+  // Bandwidth comes from bytes in flight: at ~3 us loaded latency the GPU needs
+  // ~100 KB in flight per SM. Small CTAs (2 warps, 16 keys each per tile) with
+  // a deep ring keep most of a ~112 KB ring in flight and still fit 2 CTAs/SM.
+  static constexpr int kWarps = MA_DECODE_WARPS;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kTileKeys = 16 * kWarps;
   static constexpr int kStageBytes = 2 * kTileKeys * kRowBytes;  // K rows then V rows
-  static constexpr int kStages = kStageBytes <= 16384 ? 4 : 3;    // >= 32 KB in flight per CTA
+  // D=256 keeps the Q fragments in shared memory (registers hold O instead).
+  static constexpr bool kQInSmem = D >= 256;
+  static constexpr int kQFragBytes = (D / 16) * 4 * 4 * 32;  // k-steps x 4 words x 32 lanes
+  static constexpr int kStagesFit =
+      (MA_DECODE_RING_KB * 1024 - (kQInSmem ? kQFragBytes : 0)) / kStageBytes;
+  static constexpr int kStages = kStagesFit < 3 ? 3 : (kStagesFit > 8 ? 8 : kStagesFit);
   static constexpr int kRowStep = kThreads / kChunks;             // rows between a thread's copies
   static constexpr int kRowsPerThread = kTileKeys / kRowStep;     // copies per thread per tensor
   static constexpr int kElemsPerChunk = 16 / kElem;
@@ -49,9 +65,6 @@ struct TcTraits {
   static constexpr int kCombineFloats = kWarps * 2 * 8 * D;       // per-warp O fragments
   static constexpr int kRingBytes =
       (kStages * kStageBytes > kCombineFloats * 4) ? kStages * kStageBytes : kCombineFloats * 4;
-  // D=256 keeps the Q fragments in shared memory (registers hold O instead).
-  static constexpr bool kQInSmem = D >= 256;
-  static constexpr int kQFragBytes = (D / 16) * 4 * 4 * 32;  // k-steps x 4 words x 32 lanes
   static constexpr int kSmemBytes = kRingBytes + (kQInSmem ? kQFragBytes : 0);
   static_assert(kChunks >= 4 && kThreads % kChunks == 0, "unsupported head_dim / dtype");
   static_assert(kTileKeys % kRowStep == 0, "tile rows must split evenly across threads");

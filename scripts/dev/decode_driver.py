@@ -37,16 +37,16 @@ def nvcc():
     return None
 
 
-def build(out_path):
+def build(out_path, extra_flags=()):
     """Compiles the shim library (objects in parallel) and returns its path."""
     compiler = nvcc()
     if compiler is None:
         raise RuntimeError("nvcc not found")
     out_path = Path(out_path)
-    obj_dir = out_path.parent / "decode_shim_obj"
+    obj_dir = out_path.parent / (out_path.stem + "_obj")
     obj_dir.mkdir(parents=True, exist_ok=True)
     flags = ["-std=c++17", "-O3", "-Xcompiler", "-fPIC", f"-I{ROOT}/csrc/include", f"-I{ROOT}/csrc",
-             "-gencode=arch=compute_90a,code=sm_90a", "-lineinfo"]
+             "-gencode=arch=compute_90a,code=sm_90a", "-lineinfo", *extra_flags]
     procs, objs = [], []
     for src in SOURCES:
         obj = obj_dir / (Path(src).stem + ".o")
@@ -106,7 +106,7 @@ class Plan:
 
     def __init__(self, qo_indptr, kv_indptr, seq_lens, page_size, num_qo_heads, num_kv_heads, head_dim,
                  window_left=-1, deterministic=False, fixed_split_tokens=2048, max_splits_per_row=32,
-                 min_split_tokens=256, ctas_per_sm=2, num_sms=None, device="cuda"):
+                 min_split_tokens=256, ctas_per_sm=2, num_sms=None, device="cuda", balance=False):
         L = lib()
         qo = torch.as_tensor(qo_indptr, dtype=torch.int32).contiguous()
         kv = torch.as_tensor(kv_indptr, dtype=torch.int32).contiguous()
@@ -127,10 +127,32 @@ class Plan:
         if rc != 0:
             raise ValueError(err.value.decode())
         self.meta_host = meta[: self.info[10]].clone()
+        if balance and not deterministic:
+            self._balance(sl, page_size)
         self.meta = self.meta_host.to(device)
         self.num_partials = int(self.info[8])
         self.max_splits = int(self.info[9])
         self.num_decode_rows = int(self.info[4])
+
+    def _balance(self, seq_lens, page_size):
+        """Experiment for the lead: same split count per row, equal split lengths
+        (the SM-aware policy otherwise leaves a short last split)."""
+        m, info = self.meta_host, self.info
+        nd = int(info[4])
+        rows, ind, start, chunk = (int(info[14]), int(info[15]), int(info[16]), int(info[17]))
+        align = max(page_size, 64)
+        total, most = 0, 0
+        for d in range(nd):
+            keys = int(seq_lens[int(m[rows + d])]) - int(m[start + d])
+            n = -(-keys // int(m[chunk + d]))
+            c = -(-(-(-keys // n)) // align) * align
+            n = -(-keys // c)
+            m[chunk + d] = c
+            m[ind + d] = total
+            total += n
+            most = max(most, n)
+        m[ind + nd] = total
+        info[8], info[9] = total, most
 
     def field(self, index):
         return int(self.info[index])

@@ -13,7 +13,11 @@ if ! python3 -c "import ctypes; ctypes.CDLL('build/libdecode_shim.so')" 2>/dev/n
 fi
 export MA_REQUIRE_CUDA_DECODE=1
 timeout ${TEST_TIMEOUT:-150} python3 -m pytest -q --maxfail=30 tests/test_cuda_decode.py ${1:+-k "$1"} 2>&1 | tee "$OUT/tests.log" | tail -40
-timeout ${BENCH_TIMEOUT:-100} python3 benchmarks/bench_decode.py --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
+timeout ${BENCH_TIMEOUT:-100} python3 benchmarks/bench_decode.py 2>&1 | tee "$OUT/bench.log"
+for v in $VARIANTS; do
+  echo "== variant $v"
+  MA_DECODE_SHIM=build/$v.so timeout 60 python3 benchmarks/bench_decode.py --policies sm2,sm4bal,det2048 2>&1 | tee "$OUT/bench_$v.log"
+done
 if [ -n "$PORTABLE" ]; then
   MIXED_ATTN_DECODE_PORTABLE=1 timeout 40 python3 -m pytest -q tests/test_cuda_decode.py -k "test_dtypes or test_windows_cap_sinks" 2>&1 | tee "$OUT/portable.log" | tail -5
 fi
