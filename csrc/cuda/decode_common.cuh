@@ -7,6 +7,7 @@
 // every exponential is an exp2; LSEs leave the kernels in natural log units.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "mixed_attn/compat.h"
 #include "mixed_attn/params.h"
