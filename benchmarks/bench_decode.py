@@ -40,6 +40,7 @@ POLICIES = [
     ("sm4", dict(ctas_per_sm=4)),
     ("sm2bal", dict(ctas_per_sm=2, balance=True)),  # equal split lengths (planner experiment)
     ("sm4bal", dict(ctas_per_sm=4, balance=True)),
+    ("sm8bal", dict(ctas_per_sm=8, balance=True)),
     ("det2048", dict(deterministic=True, fixed_split_tokens=2048)),
 ]
 

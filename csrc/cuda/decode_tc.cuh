@@ -29,10 +29,10 @@
 
 // Tuning knobs (measured on an H200, see benchmarks/bench_decode.py).
 #ifndef MA_DECODE_WARPS
-#define MA_DECODE_WARPS 2
+#define MA_DECODE_WARPS 4
 #endif
 #ifndef MA_DECODE_RING_KB
-#define MA_DECODE_RING_KB 112
+#define MA_DECODE_RING_KB 96
 #endif
 
 namespace mixed_attn::gpu::decode {
@@ -42,10 +42,11 @@ struct TcTraits {
   static constexpr int kElem = kFp8 ? 1 : 2;              // bytes per cache element
   static constexpr int kRowBytes = D * kElem;             // one key of one kv head
   static constexpr int kChunks = kRowBytes / 16;          // 16-byte chunks per row
-  // Bandwidth comes from bytes in flight: at ~3 us loaded latency the GPU needs
-  // ~100 KB in flight per SM. Small CTAs (2 warps, 16 keys each per tile) with
-  // a deep ring keep most of a ~112 KB ring in flight and still fit 2 CTAs/SM.
-  static constexpr int kWarps = MA_DECODE_WARPS;
+  // 4 warps x 16 keys per tile and a ~96 KB ring (3 stages at D=128 bf16, 2
+  // CTAs/SM) measured best on the H200: 2 warps with a 112 KB ring (7 stages)
+  // was 22% slower on case H, 2 warps with 80 KB 18% slower. D=256 bf16 uses 2
+  // warps so that a 3-stage ring still fits 2 CTAs per SM.
+  static constexpr int kWarps = kChunks >= 32 ? 2 : MA_DECODE_WARPS;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kTileKeys = 16 * kWarps;
   static constexpr int kStageBytes = 2 * kTileKeys * kRowBytes;  // K rows then V rows
