@@ -110,19 +110,11 @@ __device__ __forceinline__ float capped_score(float raw, const DecodeConsts& c) 
   return c.cap_outer * (1.0f - __fdividef(2.0f, e + 1.0f));
 }
 
+// Through compat.h's conversions: they also cover ROCm's older bf16 class.
 template <typename T>
-__device__ __forceinline__ float to_float(T x);
-template <>
-__device__ __forceinline__ float to_float<ma_bf16>(ma_bf16 x) { return __bfloat162float(x); }
-template <>
-__device__ __forceinline__ float to_float<ma_half>(ma_half x) { return __half2float(x); }
-
+__device__ __forceinline__ float to_float(T x) { return ma_to_float(x); }
 template <typename T>
-__device__ __forceinline__ T from_float(float x);
-template <>
-__device__ __forceinline__ ma_bf16 from_float<ma_bf16>(float x) { return __float2bfloat16(x); }
-template <>
-__device__ __forceinline__ ma_half from_float<ma_half>(float x) { return __float2half(x); }
+__device__ __forceinline__ T from_float(float x) { return ma_from_float<T>(x); }
 
 // e4m3fn byte -> float, exact (portable path; the tensor-core path converts in pairs).
 __device__ __forceinline__ float e4m3_to_float(uint8_t b) {

@@ -32,7 +32,7 @@ __device__ __forceinline__ uint8_t float_to_e4m3_sat(float x) {
 
 // Eight source elements -> eight e4m3 bytes.
 template <typename ST>
-__device__ __forceinline__ uint2 quantize8(const ST (&x)[8], float inv_scale) {
+__device__ __forceinline__ uint2 quantize8(const ST* x, float inv_scale) {
   union { uint8_t b[8]; uint2 u; } out;
 #if defined(MA_CUDA)
 #pragma unroll
@@ -81,10 +81,10 @@ __global__ void __launch_bounds__(kSaveThreads) save_kv_kernel(const SaveKVParam
                             int64_t(h) * (is_v ? p.vc_stride_head : p.kc_stride_head) + d;
     const uint4 raw = *reinterpret_cast<const uint4*>(src);
     if constexpr (kFp8) {
-      union { uint4 u; ST x[8]; } in;
-      in.u = raw;
+      // (a pointer view, not a union: ROCm's older bf16 class is not trivially constructible)
+      const ST* x = reinterpret_cast<const ST*>(&raw);
       uint8_t* dst = static_cast<uint8_t*>(is_v ? p.v_cache : p.k_cache) + dst_off;
-      *reinterpret_cast<uint2*>(dst) = quantize8<ST>(in.x, is_v ? p.inv_v_scale : p.inv_k_scale);
+      *reinterpret_cast<uint2*>(dst) = quantize8<ST>(x, is_v ? p.inv_v_scale : p.inv_k_scale);
     } else {
       ST* dst = static_cast<ST*>(is_v ? p.v_cache : p.k_cache) + dst_off;
       *reinterpret_cast<uint4*>(dst) = raw;
