@@ -7,6 +7,7 @@ the arena with NaN first, and compares with python/mixed_attn/reference.py's
 math in float64 (on the GPU for speed; the same formulas).
 """
 
+import importlib.util
 import math
 import os
 import sys
@@ -16,10 +17,13 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "scripts" / "dev"))
 
-from mixed_attn.reference import reference_attention, reference_save_kv  # noqa: E402
+# reference.py by path: importing the mixed_attn package needs the compiled extension.
+_spec = importlib.util.spec_from_file_location("ma_reference", ROOT / "python" / "mixed_attn" / "reference.py")
+_reference = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_reference)
+reference_attention, reference_save_kv = _reference.reference_attention, _reference.reference_save_kv
 
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device", allow_module_level=True)
