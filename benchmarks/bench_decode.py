@@ -12,6 +12,13 @@ KV bytes = sum over decode rows of seq_len * Hkv * D * 2 (K and V) * 2 bytes.
 floor = KV bytes / ceiling; the printed fractions are floor / time (1.0 = at
 the ceiling). The merge kernel, when the plan splits rows, is inside the time.
 
+Measured on an H200 (2026-11-30, final config: 4 warps, 96 KB ring; default
+policy sm2; floor/time against copy | read-only):
+  H  128 rows @4k, 32/8/128:  0.532 ms  0.963 | 0.907   (another machine: 0.506 ms, 1.007 | 0.941)
+  L   32 rows @32k, 32/8/128: 1.066 ms  0.961 | 0.905   (sm4bal 1.008 ms, 1.016 | 0.957)
+  F  128 rows @8k,  8/1/128:  0.184 ms  0.694 | 0.654   (sm4bal 0.164 ms, 0.782 | 0.736)
+  G   64 rows @4k, 16/8/256:  0.584 ms  0.877 | 0.826   (sm1 0.560 ms, 0.915 | 0.862)
+
 Usage: python benchmarks/bench_decode.py [--cases H,L,F,G] [--policies sm2,det2048] [--json out.json]
 ($MA_DECODE_SHIM picks a shim library built with other tuning flags.)
 """
