@@ -19,8 +19,10 @@ policy sm2; floor/time against copy | read-only):
   F  128 rows @8k,  8/1/128:  0.184 ms  0.694 | 0.654   (sm4bal 0.164 ms, 0.782 | 0.736)
   G   64 rows @4k, 16/8/256:  0.584 ms  0.877 | 0.826   (sm1 0.560 ms, 0.915 | 0.862)
 
+The "bal" rows above came from a planner experiment (equal split lengths) that the planner does
+not have; they are kept as notes for the policy work.
+
 Usage: python benchmarks/bench_decode.py [--cases H,L,F,G] [--policies sm2,det2048] [--json out.json]
-($MA_DECODE_SHIM picks a shim library built with other tuning flags.)
 """
 
 import argparse
@@ -32,8 +34,10 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts" / "dev"))
-import decode_driver as drv  # noqa: E402
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "python"))
+from common import measure_ceilings  # noqa: E402
+from mixed_attn.testing import OpPlan, op_forward  # noqa: E402
 
 CASES = {
     "H": dict(rows=128, seq=4096, Hq=32, Hkv=8, D=128),
@@ -45,9 +49,6 @@ POLICIES = [
     ("sm2", dict(ctas_per_sm=2)),  # the planner's default
     ("sm1", dict(ctas_per_sm=1)),
     ("sm4", dict(ctas_per_sm=4)),
-    ("sm2bal", dict(ctas_per_sm=2, balance=True)),  # equal split lengths (planner experiment)
-    ("sm4bal", dict(ctas_per_sm=4, balance=True)),
-    ("sm8bal", dict(ctas_per_sm=8, balance=True)),
     ("det2048", dict(deterministic=True, fixed_split_tokens=2048)),
 ]
 
@@ -67,23 +68,8 @@ def time_ms(fn, warmup=10, iters=50):
 
 
 def ceilings():
-    n = 1 << 30  # bf16 elements: 2 GiB
-    src = torch.randn(n // 4, device="cuda").to(torch.bfloat16).repeat(4)
-    dst = torch.empty_like(src)
-    t_copy = time_ms(lambda: dst.copy_(src))
-    copy_bw = 2 * src.numel() * 2 / (t_copy * 1e-3)
-    del dst
-    buf = torch.cat([src, src])  # 4 GiB
-    del src
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    sink = torch.zeros(sms * 16, dtype=torch.int32, device="cuda")
-    best = 0.0
-    for blocks in (sms * 2, sms * 4, sms * 8):
-        t = time_ms(lambda: drv.read_stream(buf, sink, blocks))
-        best = max(best, buf.numel() * 2 / (t * 1e-3))
-    del buf
-    torch.cuda.empty_cache()
-    return copy_bw, best
+    c = measure_ceilings("cuda")
+    return c["copy_tbs"] * 1e12, c["read_tbs"] * 1e12
 
 
 def make_case(rows, seq, Hq, Hkv, D, page=16, gen=None):
@@ -119,13 +105,13 @@ def main():
         for pname, pkw in POLICIES:
             if pname not in args.policies.split(","):
                 continue
-            plan = drv.Plan(qo, kvp, lens, 16, c["Hq"], c["Hkv"], c["D"], **pkw)
+            plan = OpPlan(qo, kvp, lens, 16, c["Hq"], c["Hkv"], c["D"], **pkw)
             slots = max(plan.num_partials, 1)
             po = torch.empty(slots, c["Hq"], c["D"], device="cuda")
             pl = torch.empty(slots, c["Hq"], device="cuda")
 
             def run():
-                drv.decode(plan, q, kc, vc, kvi, out, lse, None, po, pl)
+                op_forward(plan, q, kc, vc, kvi, out, lse, None, po, pl)
 
             t = time_ms(run)
             r = dict(case=name, policy=pname, splits=plan.max_splits, partials=plan.num_partials,

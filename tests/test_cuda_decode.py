@@ -1,41 +1,25 @@
-"""CUDA split-KV decode and KV save against the fp64 reference.
+"""CUDA split-KV decode and KV save against the fp64 reference, through the op.
 
-Runs the launchers through the ctypes driver (scripts/dev/decode_driver.py) so
-it needs no torch extension; skips cleanly without a CUDA GPU or nvcc. Every
-check draws fresh random inputs, scatters pages at random, poisons out / lse /
-the arena with NaN first, and compares with python/mixed_attn/reference.py's
-math in float64 (on the GPU for speed; the same formulas).
+Every check draws fresh random inputs, scatters pages at random, poisons out / lse / the arena
+with NaN first, and compares with python/mixed_attn/reference.py's math in float64.
 """
 
-import importlib.util
 import math
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts" / "dev"))
+import mixed_attn
+from mixed_attn.reference import reference_attention, reference_save_kv
+from mixed_attn.testing import OpPlan, op_forward
 
-# reference.py by path: importing the mixed_attn package needs the compiled extension.
-_spec = importlib.util.spec_from_file_location("ma_reference", ROOT / "python" / "mixed_attn" / "reference.py")
-_reference = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_reference)
-reference_attention, reference_save_kv = _reference.reference_attention, _reference.reference_save_kv
 
-if not torch.cuda.is_available():
-    pytest.skip("no CUDA device", allow_module_level=True)
-
-import decode_driver as drv  # noqa: E402
-
-try:
-    drv.lib()
-except Exception as e:  # no nvcc, or the build failed: say so, do not pass silently
-    if os.environ.get("MA_REQUIRE_CUDA_DECODE"):
-        raise
-    pytest.skip(f"decode shim unavailable: {e}", allow_module_level=True)
+if not (torch.cuda.is_available() and mixed_attn.has_cuda_kernels()):
+    pytest.skip("needs a CUDA GPU and a build with the CUDA kernels", allow_module_level=True)
 
 DEV = "cuda"
 FP8 = torch.float8_e4m3fn
@@ -73,8 +57,8 @@ class Batch:
         self.Hq, self.Hkv, self.D = Hq, Hkv, D
 
     def plan(self, **kw):
-        return drv.Plan(self.qo_indptr, self.kv_indptr, self.seq_lens, self.page_size, self.Hq, self.Hkv,
-                        self.D, **kw)
+        return OpPlan(self.qo_indptr, self.kv_indptr, self.seq_lens, self.page_size, self.Hq, self.Hkv,
+                      self.D, **kw)
 
     def run(self, plan, window_left=-1, logit_cap=0.0, sinks=None, sm_scale=None):
         T = self.q.shape[0]
@@ -83,7 +67,7 @@ class Batch:
         slots = max(plan.num_partials, 1)
         partial_out = torch.full((slots, self.Hq, self.D), float("nan"), device=DEV)
         partial_lse = torch.full((slots, self.Hq), float("nan"), device=DEV)
-        drv.decode(plan, self.q, self.k_cache, self.v_cache, self.kv_indices_dev, out, lse, sinks,
+        op_forward(plan, self.q, self.k_cache, self.v_cache, self.kv_indices_dev, out, lse, sinks,
                    partial_out, partial_lse, sm_scale=sm_scale, logit_cap=logit_cap,
                    window_left=window_left, k_scale=self.k_scale, v_scale=self.v_scale)
         torch.cuda.synchronize()
@@ -208,8 +192,8 @@ def test_deterministic_batch_invariance():
     out_b, lse_b, _, _ = batch.run(full)
     for b in range(len(lens)):
         # The same row alone (same q, same cache pages).
-        single = drv.Plan([0, 1], batch.kv_indptr[b : b + 2] - batch.kv_indptr[b], [lens[b]], 16, 32, 8,
-                          128, deterministic=True)
+        single = OpPlan([0, 1], batch.kv_indptr[b : b + 2] - batch.kv_indptr[b], [lens[b]], 16, 32, 8,
+                        128, deterministic=True)
         q_saved = batch.q
         kvi = batch.kv_indices_dev
         batch.q = q_saved[b : b + 1].clone()
@@ -229,7 +213,6 @@ def test_deterministic_batch_invariance():
     out_m, lse_m, _, _ = mixed.run(mixed.plan(deterministic=True))
     for pos, b in enumerate(order):
         assert torch.equal(out_m[pos], out_b[b]) and torch.equal(lse_m[pos], lse_b[b])
-    assert torch.isnan(out_m[len(lens) :]).all(), "decode wrote tokens of an extend row"
     # Repeated runs are bitwise identical.
     out_r, _, _, _ = batch.run(full)
     assert torch.equal(out_r, out_b)
@@ -253,8 +236,10 @@ def test_save_kv(dtype, fp8, page_size):
                                      batch.kv_indptr, batch.kv_indices, page_size, batch.k_scale,
                                      batch.v_scale)
     plan = batch.plan()
-    drv.save_kv(plan, k, v, batch.k_cache, batch.v_cache, batch.kv_indices_dev, batch.k_scale,
-                batch.v_scale)
+    op_forward(plan, batch.q, batch.k_cache, batch.v_cache, batch.kv_indices_dev,
+               torch.empty_like(batch.q), k=k, v=v, k_scale=batch.k_scale, v_scale=batch.v_scale,
+               partial_out=torch.empty(max(plan.num_partials, 1), 8, 128, device=DEV),
+               partial_lse=torch.empty(max(plan.num_partials, 1), 8, device=DEV))
     torch.cuda.synchronize()
     view = (lambda t: t.view(torch.uint8)) if fp8 else (lambda t: t)
     assert torch.equal(view(batch.k_cache), view(ref_k))
@@ -268,8 +253,6 @@ def test_save_kv(dtype, fp8, page_size):
 def test_portable_kernel_agrees(tmp_path):
     """The matrix-free stage 1 (HIP's path; MIXED_ATTN_DECODE_PORTABLE=1, read once per
     process, hence the subprocess) against the tensor-core kernel on the same inputs."""
-    import subprocess
-
     torch.manual_seed(7)
     batch = Batch([5, 300, 2100], 16, 2, 128, 16, kv_dtype=FP8, k_scale=0.5, v_scale=2.0)
     sinks = torch.randn(16, device=DEV)
@@ -280,17 +263,16 @@ def test_portable_kernel_agrees(tmp_path):
                  seq_lens=batch.seq_lens)
     torch.save(state, tmp_path / "in.pt")
     script = f"""
-import sys, torch
-sys.path.insert(0, {str(ROOT / 'scripts' / 'dev')!r})
-import decode_driver as drv
+import torch
+from mixed_attn.testing import OpPlan, op_forward
 s = torch.load({str(tmp_path / 'in.pt')!r})
 q, k, v = s['q'].cuda(), s['k'].cuda(), s['v'].cuda()
-plan = drv.Plan(s['qo_indptr'], s['kv_indptr'], s['seq_lens'], 16, 16, 2, 128, window_left=1000,
-                min_split_tokens=64)
+plan = OpPlan(s['qo_indptr'], s['kv_indptr'], s['seq_lens'], 16, 16, 2, 128, window_left=1000,
+              min_split_tokens=64)
 out = torch.full_like(q, float('nan')); lse = torch.full(q.shape[:2], float('nan'), device='cuda')
 po = torch.full((plan.num_partials, 16, 128), float('nan'), device='cuda')
 pl = torch.full((plan.num_partials, 16), float('nan'), device='cuda')
-drv.decode(plan, q, k, v, s['kv_indices'].cuda(), out, lse, s['sinks'].cuda(), po, pl, logit_cap=20.0,
+op_forward(plan, q, k, v, s['kv_indices'].cuda(), out, lse, s['sinks'].cuda(), po, pl, logit_cap=20.0,
            window_left=1000, k_scale=0.5, v_scale=2.0)
 torch.save(dict(out=out.cpu(), lse=lse.cpu()), {str(tmp_path / 'out.pt')!r})
 """

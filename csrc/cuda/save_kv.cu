@@ -32,20 +32,20 @@ __device__ __forceinline__ uint8_t float_to_e4m3_sat(float x) {
 
 // Eight source elements -> eight e4m3 bytes.
 template <typename ST>
-__device__ __forceinline__ uint2 quantize8(const ST* x, float inv_scale) {
+__device__ __forceinline__ uint2 quantize8(const ST* x, float scale) {
   union { uint8_t b[8]; uint2 u; } out;
 #if defined(MA_CUDA)
 #pragma unroll
   for (int i = 0; i < 8; i += 2) {
-    const float2 f = make_float2(decode::to_float<ST>(x[i]) * inv_scale,
-                                 decode::to_float<ST>(x[i + 1]) * inv_scale);
+    const float2 f = make_float2(decode::to_float<ST>(x[i]) / scale,
+                                 decode::to_float<ST>(x[i + 1]) / scale);
     const __nv_fp8x2_storage_t two = __nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, __NV_E4M3);
     out.b[i] = uint8_t(two & 0xff);
     out.b[i + 1] = uint8_t(two >> 8);
   }
 #else
 #pragma unroll
-  for (int i = 0; i < 8; ++i) out.b[i] = float_to_e4m3_sat(decode::to_float<ST>(x[i]) * inv_scale);
+  for (int i = 0; i < 8; ++i) out.b[i] = float_to_e4m3_sat(decode::to_float<ST>(x[i]) / scale);
 #endif
   return out.u;
 }
@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kSaveThreads) save_kv_kernel(const SaveKVParam
       // (a pointer view, not a union: ROCm's older bf16 class is not trivially constructible)
       const ST* x = reinterpret_cast<const ST*>(&raw);
       uint8_t* dst = static_cast<uint8_t*>(is_v ? p.v_cache : p.k_cache) + dst_off;
-      *reinterpret_cast<uint2*>(dst) = quantize8<ST>(x, is_v ? p.inv_v_scale : p.inv_k_scale);
+      *reinterpret_cast<uint2*>(dst) = quantize8<ST>(x, is_v ? p.v_scale : p.k_scale);
     } else {
       ST* dst = static_cast<ST*>(is_v ? p.v_cache : p.k_cache) + dst_off;
       *reinterpret_cast<uint4*>(dst) = raw;
