@@ -36,6 +36,7 @@ NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/u
 def build_library(out_dir=None, arch=None):
     """Compiles the extend kernel + planner + shim into a shared library; returns its path."""
     out_dir = out_dir or tempfile.mkdtemp(prefix="ma_extend_")
+    os.makedirs(out_dir, exist_ok=True)
     if arch is None:
         major, minor = torch.cuda.get_device_capability()
         arch = f"{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")
