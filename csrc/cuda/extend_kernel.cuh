@@ -27,27 +27,77 @@
 
 namespace mixed_attn::gpu::extend_detail {
 
-// Tile shapes per head dim. 16 query rows per warp (one m16 fragment row);
-// Q fragments (D/16 x 4 regs), O accumulators (D/2 regs) and S (kBlockN/2
-// regs) must fit in 255 registers without spilling.
+// Tile shapes per head dim: kWarps warps of kMTiles m16 fragments each (16 *
+// kMTiles query rows per warp), kBlockN keys per K/V tile, kStages pipeline
+// slots. kQInRegs: Q fragments stay in registers for the whole K/V loop;
+// otherwise they are re-read from shared memory each k-step (cheap: one A
+// fragment serves kBlockN / 8 mmas). Q (when in registers), O (kMTiles * D / 2)
+// and S (kMTiles * kBlockN / 2) must fit in 255 registers without spilling
+// (check with -Xptxas -v). Each field can be overridden at build time (e.g.
+// -DMA_EXTEND_D128_W=4 -DMA_EXTEND_D128_MT=2 ...) to compare shapes in one
+// benchmark run; the defaults are the best measured on an H200.
+template <int W, int MT, int BN, int ST, bool QR>
+struct ExtendShape {
+  static constexpr int kWarps = W, kMTiles = MT, kBlockN = BN, kStages = ST;
+  static constexpr bool kQInRegs = QR;
+};
+#ifndef MA_EXTEND_D64_W
+#define MA_EXTEND_D64_W 8
+#endif
+#ifndef MA_EXTEND_D64_MT
+#define MA_EXTEND_D64_MT 1
+#endif
+#ifndef MA_EXTEND_D64_BN
+#define MA_EXTEND_D64_BN 64
+#endif
+#ifndef MA_EXTEND_D64_ST
+#define MA_EXTEND_D64_ST 3
+#endif
+#ifndef MA_EXTEND_D64_QR
+#define MA_EXTEND_D64_QR 1
+#endif
+#ifndef MA_EXTEND_D128_W
+#define MA_EXTEND_D128_W 8
+#endif
+#ifndef MA_EXTEND_D128_MT
+#define MA_EXTEND_D128_MT 1
+#endif
+#ifndef MA_EXTEND_D128_BN
+#define MA_EXTEND_D128_BN 64
+#endif
+#ifndef MA_EXTEND_D128_ST
+#define MA_EXTEND_D128_ST 3
+#endif
+#ifndef MA_EXTEND_D128_QR
+#define MA_EXTEND_D128_QR 1
+#endif
+#ifndef MA_EXTEND_D256_W
+#define MA_EXTEND_D256_W 8
+#endif
+#ifndef MA_EXTEND_D256_MT
+#define MA_EXTEND_D256_MT 1
+#endif
+#ifndef MA_EXTEND_D256_BN
+#define MA_EXTEND_D256_BN 32
+#endif
+#ifndef MA_EXTEND_D256_ST
+#define MA_EXTEND_D256_ST 2
+#endif
+#ifndef MA_EXTEND_D256_QR
+#define MA_EXTEND_D256_QR 0
+#endif
 template <int kHeadDim> struct ExtendTraits;
-// kQInRegs: Q fragments stay in registers for the whole K/V loop (no shared
-// reads for A); head dim 256 cannot afford the 64 registers and re-reads Q
-// from shared memory each k-step instead.
-template <> struct ExtendTraits<64> {
-  static constexpr int kWarps = 8, kBlockN = 64, kStages = 3;
-  static constexpr bool kQInRegs = true;
-};
-template <> struct ExtendTraits<128> {
-  static constexpr int kWarps = 8, kBlockN = 64, kStages = 3;
-  static constexpr bool kQInRegs = true;
-};
-template <> struct ExtendTraits<256> {
-  static constexpr int kWarps = 8, kBlockN = 32, kStages = 2;
-  static constexpr bool kQInRegs = false;
-};
+#define MA_EXTEND_SHAPE(d) \
+  ExtendShape<MA_EXTEND_D##d##_W, MA_EXTEND_D##d##_MT, MA_EXTEND_D##d##_BN, MA_EXTEND_D##d##_ST, \
+              MA_EXTEND_D##d##_QR != 0>
+template <> struct ExtendTraits<64> : MA_EXTEND_SHAPE(64) {};
+template <> struct ExtendTraits<128> : MA_EXTEND_SHAPE(128) {};
+template <> struct ExtendTraits<256> : MA_EXTEND_SHAPE(256) {};
+#undef MA_EXTEND_SHAPE
 
-template <int kHeadDim> constexpr int block_m() { return 16 * ExtendTraits<kHeadDim>::kWarps; }
+template <int kHeadDim> __host__ __device__ constexpr int block_m() {
+  return 16 * ExtendTraits<kHeadDim>::kMTiles * ExtendTraits<kHeadDim>::kWarps;
+}
 
 // Shared-memory bytes of one CTA.
 template <int kHeadDim, bool kFp8>
@@ -117,7 +167,7 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
   constexpr int D = kHeadDim;
   constexpr int kWarps = Tr::kWarps;
   constexpr int kThreads = kWarps * 32;
-  constexpr int BM = 16 * kWarps;
+  constexpr int BM = block_m<kHeadDim>();
   constexpr int BN = Tr::kBlockN;
   constexpr int kStages = Tr::kStages;
   constexpr int kChunks = D / 8;                  // 16-byte chunks per b16 row
@@ -204,7 +254,9 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
       static_assert(kThreads % kChunksRow == 0, "loader layout");
       const int c = tid % kChunksRow;
       static_assert(BN % kRowsPerPass == 0, "loader layout");
-#pragma unroll
+      // Not unrolled: unrolled, the compiler computes every row's page address
+      // up front and the registers are needed for the accumulators.
+#pragma unroll 1
       for (int i = 0; i < BN / kRowsPerPass; ++i) {
         const int r = tid / kChunksRow + i * kRowsPerPass;
         const int j = n0 + r;
@@ -234,34 +286,51 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
       cp_async_commit();
     }
 
-    // ---- Q fragments -> registers (this warp's 16 rows, all of D) ----
+    // ---- Q fragments (this warp's rows, all of D) ----
     cp_async_wait<kStages - 1>();
     __syncthreads();
+    constexpr int kMT = Tr::kMTiles;
+    const int warp_row0 = warp * 16 * kMT;
     // A-fragment matrices: (rows 0-7, d 0-7), (rows 8-15, d 0-7), (rows 0-7, d 8-15), (rows 8-15, d 8-15)
-    const int q_frag_row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+    const int a_row = warp_row0 + (lane % 8) + ((lane / 8) % 2) * 8;
     constexpr int kQRegSteps = Tr::kQInRegs ? kKSteps : 1;
-    uint32_t q_frag[kQRegSteps][4];
+    uint32_t q_frag[kMT][kQRegSteps][4];
     if constexpr (Tr::kQInRegs) {
 #pragma unroll
-      for (int kk = 0; kk < kKSteps; ++kk)
-        ldmatrix_x4(q_frag[kk], smem_q + swz<kChunks>(q_frag_row, kk * 2 + lane / 16));
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int kk = 0; kk < kKSteps; ++kk)
+          ldmatrix_x4(q_frag[mt][kk], smem_q + swz<kChunks>(a_row + mt * 16, kk * 2 + lane / 16));
     }
 
-    // This thread's two query rows (g and g + 8 of the warp's 16), as
+    // This thread's query rows (g and g + 8 of each of the warp's m-tiles), as
     // absolute positions; rows past the tile reuse the last query's position
     // (finite, never stored).
-    int pos[2];
+    int pos[kMT][2];
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int r = warp * 16 + g + i * 8;
-      pos[i] = prefix + pass_q0 + min(r / pack, nq - 1);
-    }
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int r = warp_row0 + mt * 16 + g + i * 8;
+        pos[mt][i] = prefix + pass_q0 + min(r / pack, nq - 1);
+      }
 
-    float o_acc[kNTilesO][4];
+    float o_acc[kMT][kNTilesO][4];
 #pragma unroll
-    for (int n = 0; n < kNTilesO; ++n) o_acc[n][0] = o_acc[n][1] = o_acc[n][2] = o_acc[n][3] = 0.f;
-    float row_max[2] = {-INFINITY, -INFINITY};  // running max, base-2 scaled units
-    float row_sum[2] = {0.f, 0.f};              // this thread's partial row sums
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int n = 0; n < kNTilesO; ++n)
+        o_acc[mt][n][0] = o_acc[mt][n][1] = o_acc[mt][n][2] = o_acc[mt][n][3] = 0.f;
+    float row_max[kMT][2];  // running max, base-2 scaled units
+    float row_sum[kMT][2];  // this thread's partial row sums
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      row_max[mt][0] = row_max[mt][1] = -INFINITY;
+      row_sum[mt][0] = row_sum[mt][1] = 0.f;
+    }
+    // Scores enter the softmax as x * score_mult in base-2 units: the raw q.k
+    // times the scale, or (logit cap) already transformed, multiplier 1.
+    const float score_mult = cap > 0.f ? 1.f : scale_log2;
 
     for (int tile = 0; tile < num_kv_tiles; ++tile) {
       cp_async_wait<kStages - 2>();
@@ -306,91 +375,124 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
       }
 
       // ---- S = Q K^T (raw dot products, fp32) ----
-      float s_acc[kNTilesS][4];
+      float s_acc[kMT][kNTilesS][4];
 #pragma unroll
-      for (int n = 0; n < kNTilesS; ++n) s_acc[n][0] = s_acc[n][1] = s_acc[n][2] = s_acc[n][3] = 0.f;
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int n = 0; n < kNTilesS; ++n)
+          s_acc[mt][n][0] = s_acc[mt][n][1] = s_acc[mt][n][2] = s_acc[mt][n][3] = 0.f;
       // With Q in shared memory a full unroll lets the scheduler hoist every
       // fragment load of the loop at once and spill; two steps at a time is enough.
 #pragma unroll(Tr::kQInRegs ? kKSteps : 2)
       for (int kk = 0; kk < kKSteps; ++kk) {
-        uint32_t(&a_frag)[4] = q_frag[Tr::kQInRegs ? kk : 0];
-        if constexpr (!Tr::kQInRegs)
-          ldmatrix_x4(a_frag, smem_q + swz<kChunks>(q_frag_row, kk * 2 + lane / 16));
+        uint32_t a_smem[kMT][4];
+        if constexpr (!Tr::kQInRegs) {
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt)
+            ldmatrix_x4(a_smem[mt], smem_q + swz<kChunks>(a_row + mt * 16, kk * 2 + lane / 16));
+        }
 #pragma unroll
         for (int nn = 0; nn < kNTilesS / 2; ++nn) {
           // matrices: (keys 0-7, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 0-7), (keys 8-15, d 8-15)
           uint32_t b[4];
           const int key = nn * 16 + (lane % 8) + (lane / 16) * 8;
           ldmatrix_x4(b, k_s + swz<kChunks>(key, kk * 2 + (lane / 8) % 2));
-          mma_16816<T>(s_acc[2 * nn], a_frag, b[0], b[1]);
-          mma_16816<T>(s_acc[2 * nn + 1], a_frag, b[2], b[3]);
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            const uint32_t(&a_frag)[4] = Tr::kQInRegs ? q_frag[mt][Tr::kQInRegs ? kk : 0] : a_smem[mt];
+            mma_16816<T>(s_acc[mt][2 * nn], a_frag, b[0], b[1]);
+            mma_16816<T>(s_acc[mt][2 * nn + 1], a_frag, b[2], b[3]);
+          }
         }
       }
 
-      // ---- scores in base-2 units, masks, online softmax ----
+      // ---- masks, online softmax (base 2) ----
       const int n0 = first_tile_key + tile * BN;
       const bool needs_mask = (n0 + BN - 1 > min_pos) || (window >= 0 && n0 < max_pos - window);
+      // Uniform branches around whole loops (not per element) so that the
+      // common case (no cap, interior tile) runs straight-line code.
+      if (cap > 0.f) {
 #pragma unroll
-      for (int n = 0; n < kNTilesS; ++n) {
+        for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float x = s_acc[n][e];
-          if (cap > 0.f) x = cap_log2 * tanhf(x * cap_inv_scaled);
-          else x *= scale_log2;
-          if (needs_mask) {
-            const int j = n0 + n * 8 + 2 * t4 + (e & 1);
-            const int p = pos[e / 2];
-            if (j > p || (window >= 0 && j < p - window)) x = -INFINITY;
+          for (int n = 0; n < kNTilesS; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              s_acc[mt][n][e] = cap_log2 * tanhf(s_acc[mt][n][e] * cap_inv_scaled);
+      }
+      if (needs_mask) {
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int n = 0; n < kNTilesS; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int j = n0 + n * 8 + 2 * t4 + (e & 1);
+              const int p = pos[mt][e / 2];
+              if (j > p || (window >= 0 && j < p - window)) s_acc[mt][n][e] = -INFINITY;
+            }
+      }
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        float alpha[2];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          float mx = -INFINITY;
+#pragma unroll
+          for (int n = 0; n < kNTilesS; ++n)
+            mx = fmaxf(mx, fmaxf(s_acc[mt][n][2 * i], s_acc[mt][n][2 * i + 1]));
+          mx = fmaxf(mx, MA_SHFL_XOR(mx, 1));
+          mx = fmaxf(mx, MA_SHFL_XOR(mx, 2));
+          // score_mult > 0, so the max of the scaled scores is the scaled max.
+          const float m = fmaxf(row_max[mt][i], mx * score_mult);
+          // A row with no visible key so far keeps m = -inf; subtract 0 then so
+          // that exp2(-inf - -inf) never makes a NaN.
+          const float m_base = m == -INFINITY ? 0.f : m;
+          alpha[i] = fast_exp2(row_max[mt][i] - m_base);
+          row_max[mt][i] = m;
+          float sum = 0.f;
+#pragma unroll
+          for (int n = 0; n < kNTilesS; ++n) {
+            s_acc[mt][n][2 * i] = fast_exp2(fmaf(s_acc[mt][n][2 * i], score_mult, -m_base));
+            s_acc[mt][n][2 * i + 1] = fast_exp2(fmaf(s_acc[mt][n][2 * i + 1], score_mult, -m_base));
+            sum += s_acc[mt][n][2 * i] + s_acc[mt][n][2 * i + 1];
           }
-          s_acc[n][e] = x;
+          row_sum[mt][i] = row_sum[mt][i] * alpha[i] + sum;
         }
-      }
-      float alpha[2];
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        float m = row_max[i];
-#pragma unroll
-        for (int n = 0; n < kNTilesS; ++n) m = fmaxf(m, fmaxf(s_acc[n][2 * i], s_acc[n][2 * i + 1]));
-        m = fmaxf(m, MA_SHFL_XOR(m, 1));
-        m = fmaxf(m, MA_SHFL_XOR(m, 2));
-        // A row with no visible key so far keeps m = -inf; subtract 0 then so
-        // that exp2(-inf - -inf) never makes a NaN.
-        const float m_base = m == -INFINITY ? 0.f : m;
-        alpha[i] = fast_exp2(row_max[i] - m_base);
-        row_max[i] = m;
-        float sum = 0.f;
-#pragma unroll
-        for (int n = 0; n < kNTilesS; ++n) {
-          s_acc[n][2 * i] = fast_exp2(s_acc[n][2 * i] - m_base);
-          s_acc[n][2 * i + 1] = fast_exp2(s_acc[n][2 * i + 1] - m_base);
-          sum += s_acc[n][2 * i] + s_acc[n][2 * i + 1];
+        for (int n = 0; n < kNTilesO; ++n) {
+          o_acc[mt][n][0] *= alpha[0];
+          o_acc[mt][n][1] *= alpha[0];
+          o_acc[mt][n][2] *= alpha[1];
+          o_acc[mt][n][3] *= alpha[1];
         }
-        row_sum[i] = row_sum[i] * alpha[i] + sum;
-      }
-#pragma unroll
-      for (int n = 0; n < kNTilesO; ++n) {
-        o_acc[n][0] *= alpha[0];
-        o_acc[n][1] *= alpha[0];
-        o_acc[n][2] *= alpha[1];
-        o_acc[n][3] *= alpha[1];
       }
 
       // ---- O += P V (P from the S accumulators, re-packed as A fragments) ----
+      // Packed to 16 bits right away: half the registers of the fp32 scores.
+      uint32_t p_frag[kMT][BN / 16][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+          p_frag[mt][kk][0] = MmaType<T>::pack(s_acc[mt][2 * kk][0], s_acc[mt][2 * kk][1]);
+          p_frag[mt][kk][1] = MmaType<T>::pack(s_acc[mt][2 * kk][2], s_acc[mt][2 * kk][3]);
+          p_frag[mt][kk][2] = MmaType<T>::pack(s_acc[mt][2 * kk + 1][0], s_acc[mt][2 * kk + 1][1]);
+          p_frag[mt][kk][3] = MmaType<T>::pack(s_acc[mt][2 * kk + 1][2], s_acc[mt][2 * kk + 1][3]);
+        }
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk) {
-        uint32_t p_frag[4];
-        p_frag[0] = MmaType<T>::pack(s_acc[2 * kk][0], s_acc[2 * kk][1]);
-        p_frag[1] = MmaType<T>::pack(s_acc[2 * kk][2], s_acc[2 * kk][3]);
-        p_frag[2] = MmaType<T>::pack(s_acc[2 * kk + 1][0], s_acc[2 * kk + 1][1]);
-        p_frag[3] = MmaType<T>::pack(s_acc[2 * kk + 1][2], s_acc[2 * kk + 1][3]);
         const int key = kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
 #pragma unroll
         for (int dn = 0; dn < kNTilesO / 2; ++dn) {
           // matrices: (keys 0-7, d 0-7), (keys 8-15, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 8-15)
           uint32_t b[4];
           ldmatrix_x4_trans(b, v_s + swz<kChunks>(key, dn * 2 + lane / 16));
-          mma_16816<T>(o_acc[2 * dn], p_frag, b[0], b[1]);
-          mma_16816<T>(o_acc[2 * dn + 1], p_frag, b[2], b[3]);
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            mma_16816<T>(o_acc[mt][2 * dn], p_frag[mt][kk], b[0], b[1]);
+            mma_16816<T>(o_acc[mt][2 * dn + 1], p_frag[mt][kk], b[2], b[3]);
+          }
         }
       }
     }
@@ -398,33 +500,37 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
     // ---- epilogue: sink, normalise, store out (and lse) ----
     const float* sinks = a.maybe_sinks;
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      float l = row_sum[i];
-      l += MA_SHFL_XOR(l, 1);
-      l += MA_SHFL_XOR(l, 2);
-      const int r = warp * 16 + g + i * 8;
-      const bool valid = r < rows_valid;
-      const int h = q_head0 + (valid ? r % pack : 0);
-      float m = row_max[i];  // finite: every query sees at least its own key
-      float o_mul = 1.f;
-      if (sinks != nullptr) {
-        // Denominator gains exp(sink); rebase on max(m, sink) so neither term overflows.
-        const float sink2 = sinks[h] * kLog2e;
-        const float m_new = fmaxf(m, sink2);
-        o_mul = fast_exp2(m - m_new);
-        l = l * o_mul + fast_exp2(sink2 - m_new);
-        m = m_new;
-      }
-      const float inv_l = o_mul * args.out_scale / l;
-      if (valid) {
-        const int token = token0 + pass_q0 + r / pack;
-        T* dst = out_ptr + int64_t(token) * a.out_stride_token + int64_t(h) * a.out_stride_head;
+    for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
-        for (int n = 0; n < kNTilesO; ++n)
-          MmaType<T>::store2(dst + n * 8 + 2 * t4, o_acc[n][2 * i] * inv_l,
-                             o_acc[n][2 * i + 1] * inv_l);
-        if (a.maybe_lse != nullptr && t4 == 0)
-          a.maybe_lse[int64_t(token) * a.lse_stride_token + h] = (m + __log2f(l)) * 0.6931471805599453f;
+      for (int i = 0; i < 2; ++i) {
+        float l = row_sum[mt][i];
+        l += MA_SHFL_XOR(l, 1);
+        l += MA_SHFL_XOR(l, 2);
+        const int r = warp_row0 + mt * 16 + g + i * 8;
+        const bool valid = r < rows_valid;
+        const int h = q_head0 + (valid ? r % pack : 0);
+        float m = row_max[mt][i];  // finite: every query sees at least its own key
+        float o_mul = 1.f;
+        if (sinks != nullptr) {
+          // Denominator gains exp(sink); rebase on max(m, sink) so neither term overflows.
+          const float sink2 = sinks[h] * kLog2e;
+          const float m_new = fmaxf(m, sink2);
+          o_mul = fast_exp2(m - m_new);
+          l = l * o_mul + fast_exp2(sink2 - m_new);
+          m = m_new;
+        }
+        const float inv_l = o_mul * args.out_scale / l;
+        if (valid) {
+          const int token = token0 + pass_q0 + r / pack;
+          T* dst = out_ptr + int64_t(token) * a.out_stride_token + int64_t(h) * a.out_stride_head;
+#pragma unroll
+          for (int n = 0; n < kNTilesO; ++n)
+            MmaType<T>::store2(dst + n * 8 + 2 * t4, o_acc[mt][n][2 * i] * inv_l,
+                               o_acc[mt][n][2 * i + 1] * inv_l);
+          if (a.maybe_lse != nullptr && t4 == 0)
+            a.maybe_lse[int64_t(token) * a.lse_stride_token + h] =
+                (m + __log2f(l)) * 0.6931471805599453f;
+        }
       }
     }
 

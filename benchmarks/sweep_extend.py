@@ -1,0 +1,64 @@
+"""Builds several tile shapes of the extend kernel and, for each, runs the tests and the benchmark.
+
+Used to choose the defaults of ExtendTraits (csrc/cuda/extend_kernel.cuh) in one device call:
+  python3 benchmarks/sweep_extend.py OUT_DIR
+Each variant is a set of -DMA_EXTEND_D{64,128,256}_{W,MT,BN,ST,QR} flags (warps, m16 tiles per
+warp, keys per K/V tile, pipeline stages, Q in registers).
+"""
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from test_cuda_extend import build_library  # noqa: E402
+
+
+def shape_flags(d, w, mt, bn, st, qr):
+    return [f"-DMA_EXTEND_D{d}_W={w}", f"-DMA_EXTEND_D{d}_MT={mt}", f"-DMA_EXTEND_D{d}_BN={bn}",
+            f"-DMA_EXTEND_D{d}_ST={st}", f"-DMA_EXTEND_D{d}_QR={qr}"]
+
+
+VARIANTS = {
+    "v0": {},  # the defaults in extend_kernel.cuh
+    "v1": {64: (4, 2, 32, 3, 0), 128: (4, 2, 32, 3, 0), 256: (4, 1, 32, 2, 0)},
+    "v2": {64: (4, 2, 64, 3, 0), 128: (4, 2, 64, 2, 0), 256: (8, 1, 32, 3, 0)},
+    "v3": {64: (8, 2, 64, 2, 0), 128: (8, 2, 32, 2, 0), 256: (8, 1, 64, 2, 0)},
+    "v4": {64: (8, 1, 64, 2, 1), 128: (8, 1, 32, 4, 1), 256: (8, 1, 16, 4, 0)},
+}
+
+
+def main():
+    out = sys.argv[1]
+    names = sys.argv[2].split(",") if len(sys.argv) > 2 else list(VARIANTS)
+
+    def build(name):
+        flags = [f for d, shape in VARIANTS[name].items() for f in shape_flags(d, *shape)]
+        try:
+            return name, build_library(f"/tmp/sweep_{name}", extra_flags=flags), ""
+        except Exception as e:  # noqa: BLE001
+            return name, None, str(e)[-3000:]
+
+    with ThreadPoolExecutor(len(names)) as ex:
+        libs = list(ex.map(build, names))
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    for name, lib, err in libs:
+        print(f"==== {name} {VARIANTS[name]}", flush=True)
+        if lib is None:
+            print("BUILD FAILED\n" + err, flush=True)
+            continue
+        env["MA_EXTEND_LIB"] = lib
+        subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks/bench_extend.py")] +
+                       (["--fp8"] if name == "v0" else []), env=env, timeout=120)
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                            os.path.join(ROOT, "tests/test_cuda_extend.py")], env=env, timeout=120,
+                           capture_output=True, text=True)
+        with open(os.path.join(out, "tests.log"), "a") as f:
+            f.write(f"==== {name}\n{r.stdout}\n{r.stderr}\n")
+        print("tests:", r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr[-500:], flush=True)
+
+
+if __name__ == "__main__":
+    main()
