@@ -2,8 +2,8 @@
 
 Used to choose the defaults of ExtendTraits (csrc/cuda/extend_kernel.cuh) in one device call:
   python3 benchmarks/sweep_extend.py OUT_DIR
-Each variant is a set of -DMA_EXTEND_D{64,128,256}_{W,MT,BN,ST,QR} flags (warps, m16 tiles per
-warp, keys per K/V tile, pipeline stages, Q in registers).
+Each variant is a set of -DMA_EXTEND_D{64,128,256}_{W,MT,BN,ST,QR,WG} flags (warps, m16 tiles per
+warp, keys per K/V tile, pipeline stages, Q in registers, wgmma on sm_90a).
 """
 
 import os
@@ -16,9 +16,9 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 from test_cuda_extend import build_library  # noqa: E402
 
 
-def shape_flags(d, w, mt, bn, st, qr):
+def shape_flags(d, w, mt, bn, st, qr, wg=0):
     return [f"-DMA_EXTEND_D{d}_W={w}", f"-DMA_EXTEND_D{d}_MT={mt}", f"-DMA_EXTEND_D{d}_BN={bn}",
-            f"-DMA_EXTEND_D{d}_ST={st}", f"-DMA_EXTEND_D{d}_QR={qr}"]
+            f"-DMA_EXTEND_D{d}_ST={st}", f"-DMA_EXTEND_D{d}_QR={qr}", f"-DMA_EXTEND_D{d}_WG={wg}"]
 
 
 VARIANTS = {
@@ -27,6 +27,9 @@ VARIANTS = {
     "v2": {64: (4, 2, 64, 3, 0), 128: (4, 2, 64, 2, 0), 256: (8, 1, 32, 3, 0)},
     "v3": {64: (8, 2, 64, 2, 0), 128: (8, 2, 32, 2, 0), 256: (8, 1, 64, 2, 0)},
     "v4": {64: (8, 1, 64, 2, 1), 128: (8, 1, 32, 4, 1), 256: (8, 1, 16, 4, 0)},
+    "w1": {64: (8, 1, 64, 3, 1, 1), 128: (8, 1, 64, 3, 1, 1)},
+    "w2": {64: (8, 1, 128, 3, 1, 1), 128: (8, 1, 128, 2, 1, 1)},
+    "w3": {64: (4, 1, 64, 3, 1, 1), 128: (4, 1, 64, 2, 1, 1)},
 }
 
 
@@ -51,7 +54,7 @@ def main():
             continue
         env["MA_EXTEND_LIB"] = lib
         subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks/bench_extend.py")] +
-                       (["--fp8"] if name == "v0" else []), env=env, timeout=120)
+                       (["--fp8"] if name in ("v0", "w1") else []), env=env, timeout=120)
         r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
                             os.path.join(ROOT, "tests/test_cuda_extend.py")], env=env, timeout=120,
                            capture_output=True, text=True)

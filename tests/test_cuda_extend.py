@@ -59,10 +59,13 @@ def build_library(out_dir=None, arch=None, extra_flags=()):
         procs.append(subprocess.Popen([NVCC] + flags + lang + ["-c", src, "-o", obj],
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
         objs.append(obj)
-    for p, src in zip(procs, sources):
+    for p, src, obj in zip(procs, sources, objs):
         out, _ = p.communicate()
-        if p.returncode != 0:
-            raise RuntimeError(f"nvcc failed on {src}:\n{out.decode()}")
+        if p.returncode != 0:  # one retry on its own (parallel nvcc runs have failed transiently)
+            lang = ["-x", "cu"] if src.endswith(".cu") else []
+            r = subprocess.run([NVCC] + flags + lang + ["-c", src, "-o", obj], capture_output=True, text=True)
+            if r.returncode != 0:
+                raise RuntimeError(f"nvcc failed on {src}:\n{out.decode()}\n{r.stdout}{r.stderr}")
     lib = os.path.join(out_dir, "libma_extend_test.so")
     subprocess.run([NVCC, "-shared", "-o", lib] + objs + ["-lcudart"], check=True)
     return lib

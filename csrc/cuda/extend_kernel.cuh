@@ -22,6 +22,7 @@
 #include <type_traits>
 
 #include "cuda/extend_mma.cuh"
+#include "cuda/extend_wgmma.cuh"
 #include "mixed_attn/compat.h"
 #include "mixed_attn/params.h"
 
@@ -36,10 +37,14 @@ namespace mixed_attn::gpu::extend_detail {
 // (check with -Xptxas -v). Each field can be overridden at build time (e.g.
 // -DMA_EXTEND_D128_W=4 -DMA_EXTEND_D128_MT=2 ...) to compare shapes in one
 // benchmark run; the defaults are the best measured on an H200.
-template <int W, int MT, int BN, int ST, bool QR>
+// kWgmma: on sm_90a the two GEMMs run as warpgroup MMAs (wgmma, B operands
+// read by the tensor cores straight from shared memory); needs kMTiles == 1,
+// whole warpgroups, Q in registers. Other targets use the mma.sync loop.
+template <int W, int MT, int BN, int ST, bool QR, bool WG>
 struct ExtendShape {
   static constexpr int kWarps = W, kMTiles = MT, kBlockN = BN, kStages = ST;
-  static constexpr bool kQInRegs = QR;
+  static constexpr bool kQInRegs = QR, kWgmma = WG;
+  static_assert(!WG || (MT == 1 && W % 4 == 0 && QR && BN % 64 == 0), "wgmma shape");
 };
 #ifndef MA_EXTEND_D64_W
 #define MA_EXTEND_D64_W 8
@@ -52,6 +57,9 @@ struct ExtendShape {
 #endif
 #ifndef MA_EXTEND_D64_ST
 #define MA_EXTEND_D64_ST 3
+#endif
+#ifndef MA_EXTEND_D64_WG
+#define MA_EXTEND_D64_WG 0
 #endif
 #ifndef MA_EXTEND_D64_QR
 #define MA_EXTEND_D64_QR 1
@@ -68,6 +76,9 @@ struct ExtendShape {
 #ifndef MA_EXTEND_D128_ST
 #define MA_EXTEND_D128_ST 3
 #endif
+#ifndef MA_EXTEND_D128_WG
+#define MA_EXTEND_D128_WG 0
+#endif
 #ifndef MA_EXTEND_D128_QR
 #define MA_EXTEND_D128_QR 1
 #endif
@@ -83,13 +94,16 @@ struct ExtendShape {
 #ifndef MA_EXTEND_D256_ST
 #define MA_EXTEND_D256_ST 2
 #endif
+#ifndef MA_EXTEND_D256_WG
+#define MA_EXTEND_D256_WG 0
+#endif
 #ifndef MA_EXTEND_D256_QR
 #define MA_EXTEND_D256_QR 0
 #endif
 template <int kHeadDim> struct ExtendTraits;
 #define MA_EXTEND_SHAPE(d) \
   ExtendShape<MA_EXTEND_D##d##_W, MA_EXTEND_D##d##_MT, MA_EXTEND_D##d##_BN, MA_EXTEND_D##d##_ST, \
-              MA_EXTEND_D##d##_QR != 0>
+              MA_EXTEND_D##d##_QR != 0, MA_EXTEND_D##d##_WG != 0>
 template <> struct ExtendTraits<64> : MA_EXTEND_SHAPE(64) {};
 template <> struct ExtendTraits<128> : MA_EXTEND_SHAPE(128) {};
 template <> struct ExtendTraits<256> : MA_EXTEND_SHAPE(256) {};
@@ -118,6 +132,19 @@ template <int kChunks>
 __device__ __forceinline__ int swz(int row, int chunk) {
   static_assert(kChunks >= 8, "swizzle needs at least 8 chunks per row (head_dim >= 64)");
   return row * kChunks * 8 + ((chunk ^ (row & 7)) << 3);
+}
+
+// Element offset of chunk `chunk` of row `row` in a K/V tile. Swizzled (see
+// swz) for the mma.sync path; for wgmma the no-swizzle canonical layout: each
+// 8-row x 16-byte core matrix is 128 contiguous bytes, chunks of one 8-row
+// group follow each other (128 B apart), 8-row groups are 16 * D bytes apart.
+// ldmatrix reads from it are conflict-free too (8 rows = one 128-byte block).
+template <int kChunks, bool kInterleaved>
+__device__ __forceinline__ int kv_off(int row, int chunk) {
+  if constexpr (kInterleaved)
+    return (row & 7) * 8 + chunk * 64 + (row >> 3) * (kChunks * 64);
+  else
+    return swz<kChunks>(row, chunk);
 }
 
 // e4m3 -> b16, exact. Places the e4m3 sign/exponent/mantissa into fp16 bits
@@ -176,6 +203,8 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
   constexpr int kNTilesO = D / 8;                 // n-tiles of O
   constexpr int kKvTileElems = BN * D;
   constexpr float kLog2e = 1.4426950408889634f;
+  // wgmma only where the target has it (sm_90a); the mma.sync loop elsewhere.
+  constexpr bool kUseWgmma = Tr::kWgmma && MA_EXTEND_HAS_WGMMA;
   static_assert(kStages >= 2, "pipeline needs two slots");
   static_assert(BN % 16 == 0 && D % 16 == 0, "tile shapes");
 
@@ -272,10 +301,10 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
           cp_async_16(k_dst + r * D + c * 16, k_cache + k_off + c * 16, valid);
           cp_async_16(v_dst + r * D + c * 16, v_cache + v_off + c * 16, valid);
         } else {
-          cp_async_16(reinterpret_cast<T*>(k_dst) + swz<kChunks>(r, c), k_cache + k_off + c * 8,
-                      valid);
-          cp_async_16(reinterpret_cast<T*>(v_dst) + swz<kChunks>(r, c), v_cache + v_off + c * 8,
-                      valid);
+          cp_async_16(reinterpret_cast<T*>(k_dst) + kv_off<kChunks, kUseWgmma>(r, c),
+                      k_cache + k_off + c * 8, valid);
+          cp_async_16(reinterpret_cast<T*>(v_dst) + kv_off<kChunks, kUseWgmma>(r, c),
+                      v_cache + v_off + c * 8, valid);
         }
       }
     };
@@ -334,6 +363,10 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
 
     for (int tile = 0; tile < num_kv_tiles; ++tile) {
       cp_async_wait<kStages - 2>();
+#if MA_EXTEND_HAS_WGMMA
+      // cp.async writes are generic-proxy writes; the tensor cores read through the async proxy.
+      if constexpr (kUseWgmma) fence_proxy_async();
+#endif
       __syncthreads();
       {
         const int next = tile + kStages - 1;
@@ -363,9 +396,12 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
           hi.z = e4m3x2_to<T>(raw.w & 0xFFFFu);
           hi.w = e4m3x2_to<T>(raw.w >> 16);
           T* dst = smem_wide + (is_v ? kKvTileElems : 0);
-          *reinterpret_cast<uint4*>(dst + swz<kChunks>(r, 2 * c)) = lo;
-          *reinterpret_cast<uint4*>(dst + swz<kChunks>(r, 2 * c + 1)) = hi;
+          *reinterpret_cast<uint4*>(dst + kv_off<kChunks, kUseWgmma>(r, 2 * c)) = lo;
+          *reinterpret_cast<uint4*>(dst + kv_off<kChunks, kUseWgmma>(r, 2 * c + 1)) = hi;
         }
+#if MA_EXTEND_HAS_WGMMA
+        if constexpr (kUseWgmma) fence_proxy_async();
+#endif
         __syncthreads();
         k_s = smem_wide;
         v_s = smem_wide + kKvTileElems;
@@ -381,27 +417,43 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
 #pragma unroll
         for (int n = 0; n < kNTilesS; ++n)
           s_acc[mt][n][0] = s_acc[mt][n][1] = s_acc[mt][n][2] = s_acc[mt][n][3] = 0.f;
-      // With Q in shared memory a full unroll lets the scheduler hoist every
-      // fragment load of the loop at once and spill; two steps at a time is enough.
+#if MA_EXTEND_HAS_WGMMA
+      if constexpr (kUseWgmma) {
+        // Each warpgroup: S[64 rows, BN] += Q[64, 16 k] K^T per k-step; K tile is
+        // K-major (d contiguous within a core matrix): LBO = next 8 d (128 B),
+        // SBO = next 8 keys (16 * D B); a k-step advances 2 chunks (256 B).
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kKSteps; ++kk)
+          Wgmma<BN, T, false>::run(s_acc[0], q_frag[0][kk],
+                                   wgmma_desc(k_s + kk * 128, 128, 16 * D));
+        wgmma_commit();
+        wgmma_wait_all();
+      } else
+#endif
+      {
+        // With Q in shared memory a full unroll lets the scheduler hoist every
+        // fragment load of the loop at once and spill; two steps at a time is enough.
 #pragma unroll(Tr::kQInRegs ? kKSteps : 2)
-      for (int kk = 0; kk < kKSteps; ++kk) {
-        uint32_t a_smem[kMT][4];
-        if constexpr (!Tr::kQInRegs) {
+        for (int kk = 0; kk < kKSteps; ++kk) {
+          uint32_t a_smem[kMT][4];
+          if constexpr (!Tr::kQInRegs) {
 #pragma unroll
-          for (int mt = 0; mt < kMT; ++mt)
-            ldmatrix_x4(a_smem[mt], smem_q + swz<kChunks>(a_row + mt * 16, kk * 2 + lane / 16));
-        }
+            for (int mt = 0; mt < kMT; ++mt)
+              ldmatrix_x4(a_smem[mt], smem_q + swz<kChunks>(a_row + mt * 16, kk * 2 + lane / 16));
+          }
 #pragma unroll
-        for (int nn = 0; nn < kNTilesS / 2; ++nn) {
-          // matrices: (keys 0-7, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 0-7), (keys 8-15, d 8-15)
-          uint32_t b[4];
-          const int key = nn * 16 + (lane % 8) + (lane / 16) * 8;
-          ldmatrix_x4(b, k_s + swz<kChunks>(key, kk * 2 + (lane / 8) % 2));
+          for (int nn = 0; nn < kNTilesS / 2; ++nn) {
+            // matrices: (keys 0-7, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 0-7), (keys 8-15, d 8-15)
+            uint32_t b[4];
+            const int key = nn * 16 + (lane % 8) + (lane / 16) * 8;
+            ldmatrix_x4(b, k_s + kv_off<kChunks, kUseWgmma>(key, kk * 2 + (lane / 8) % 2));
 #pragma unroll
-          for (int mt = 0; mt < kMT; ++mt) {
-            const uint32_t(&a_frag)[4] = Tr::kQInRegs ? q_frag[mt][Tr::kQInRegs ? kk : 0] : a_smem[mt];
-            mma_16816<T>(s_acc[mt][2 * nn], a_frag, b[0], b[1]);
-            mma_16816<T>(s_acc[mt][2 * nn + 1], a_frag, b[2], b[3]);
+            for (int mt = 0; mt < kMT; ++mt) {
+              const uint32_t(&a_frag)[4] = Tr::kQInRegs ? q_frag[mt][Tr::kQInRegs ? kk : 0] : a_smem[mt];
+              mma_16816<T>(s_acc[mt][2 * nn], a_frag, b[0], b[1]);
+              mma_16816<T>(s_acc[mt][2 * nn + 1], a_frag, b[2], b[3]);
+            }
           }
         }
       }
@@ -480,18 +532,34 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
           p_frag[mt][kk][2] = MmaType<T>::pack(s_acc[mt][2 * kk + 1][0], s_acc[mt][2 * kk + 1][1]);
           p_frag[mt][kk][3] = MmaType<T>::pack(s_acc[mt][2 * kk + 1][2], s_acc[mt][2 * kk + 1][3]);
         }
+#if MA_EXTEND_HAS_WGMMA
+      if constexpr (kUseWgmma) {
+        // Each warpgroup: O[64 rows, D] += P[64, 16 keys] V[16 keys, D] per
+        // key-step; V is N-major (d contiguous) in the same layout as K, read
+        // transposed: LBO = next 8 keys (16 * D B), SBO = next 8 d (128 B).
+        wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) {
-        const int key = kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+        for (int kk = 0; kk < BN / 16; ++kk)
+          Wgmma<D, T, true>::run(o_acc[0], p_frag[0][kk],
+                                 wgmma_desc(v_s + kk * 16 * D, 16 * D, 128));
+        wgmma_commit();
+        wgmma_wait_all();
+      } else
+#endif
+      {
 #pragma unroll
-        for (int dn = 0; dn < kNTilesO / 2; ++dn) {
-          // matrices: (keys 0-7, d 0-7), (keys 8-15, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 8-15)
-          uint32_t b[4];
-          ldmatrix_x4_trans(b, v_s + swz<kChunks>(key, dn * 2 + lane / 16));
+        for (int kk = 0; kk < BN / 16; ++kk) {
+          const int key = kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
 #pragma unroll
-          for (int mt = 0; mt < kMT; ++mt) {
-            mma_16816<T>(o_acc[mt][2 * dn], p_frag[mt][kk], b[0], b[1]);
-            mma_16816<T>(o_acc[mt][2 * dn + 1], p_frag[mt][kk], b[2], b[3]);
+          for (int dn = 0; dn < kNTilesO / 2; ++dn) {
+            // matrices: (keys 0-7, d 0-7), (keys 8-15, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 8-15)
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, v_s + kv_off<kChunks, kUseWgmma>(key, dn * 2 + lane / 16));
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt) {
+              mma_16816<T>(o_acc[mt][2 * dn], p_frag[mt][kk], b[0], b[1]);
+              mma_16816<T>(o_acc[mt][2 * dn + 1], p_frag[mt][kk], b[2], b[3]);
+            }
           }
         }
       }
