@@ -422,6 +422,7 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
         // Each warpgroup: S[64 rows, BN] += Q[64, 16 k] K^T per k-step; K tile is
         // K-major (d contiguous within a core matrix): LBO = next 8 d (128 B),
         // SBO = next 8 keys (16 * D B); a k-step advances 2 chunks (256 B).
+        fence_regs(s_acc[0]);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < kKSteps; ++kk)
@@ -429,6 +430,8 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
                                    wgmma_desc(k_s + kk * 128, 128, 16 * D));
         wgmma_commit();
         wgmma_wait_all();
+        fence_regs(s_acc[0]);
+        fence_regs(q_frag[0]);
       } else
 #endif
       {
@@ -537,6 +540,8 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
         // Each warpgroup: O[64 rows, D] += P[64, 16 keys] V[16 keys, D] per
         // key-step; V is N-major (d contiguous) in the same layout as K, read
         // transposed: LBO = next 8 keys (16 * D B), SBO = next 8 d (128 B).
+        fence_regs(o_acc[0]);
+        fence_regs(p_frag[0]);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk)
@@ -544,6 +549,8 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
                                  wgmma_desc(v_s + kk * 16 * D, 16 * D, 128));
         wgmma_commit();
         wgmma_wait_all();
+        fence_regs(o_acc[0]);
+        fence_regs(p_frag[0]);
       } else
 #endif
       {

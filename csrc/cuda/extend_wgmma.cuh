@@ -37,6 +37,26 @@ __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+// Pins registers that an in-flight wgmma reads or writes: an empty volatile asm
+// that "modifies" each of them. Placed right after wgmma.wait_group, it keeps
+// the compiler from reading accumulators (or recycling A-fragment registers)
+// before the tensor cores are done with them: nothing else ties ordinary
+// instructions to the wait, which is just another asm statement.
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&r)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(r[i][e])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(r[i][e])::"memory");
+}
+
 template <int N, typename T, bool kTransB> struct Wgmma;
 template <> struct Wgmma<64, ma_bf16, false> {
   // acc += A (this warp's 16 x 16 fragment, 4 regs) * B (16 x 64 via desc)
