@@ -36,21 +36,28 @@ namespace mixed_attn::gpu::extend_detail {
 // and S (kMTiles * kBlockN / 2) must fit in 255 registers without spilling
 // (check with -Xptxas -v). Each field can be overridden at build time (e.g.
 // -DMA_EXTEND_D128_W=4 -DMA_EXTEND_D128_MT=2 ...) to compare shapes in one
-// benchmark run; the defaults are the best measured on an H200.
-// kWgmma: on sm_90a the two GEMMs run as warpgroup MMAs (wgmma, B operands
-// read by the tensor cores straight from shared memory); needs kMTiles == 1,
-// whole warpgroups, Q in registers. Other targets use the mma.sync loop.
+// benchmark run (benchmarks/sweep_extend.py). The defaults are the fastest
+// shapes that passed the tests on an H200 (2026-11-30, bf16, page 16, one
+// 4096-token extend over a 4096 prefix / 1024 over 16k): head dim 64:
+// 4 warps x 32 rows, 2 CTAs per SM (0.97 ms vs 1.14 for 8 x 16 rows); 128:
+// 8 warps x 16 rows with Q in registers (1.88 ms; 4 x 32 rows was within 1%,
+// with spills); 256: 8 x 16 rows, BN 32, Q re-read from shared memory.
+// kWgmma: on sm_90a the two GEMMs run as warpgroup MMAs (wgmma): S = Q K^T
+// with both operands in shared memory, O += P V with P from registers; needs
+// kMTiles == 1 and whole warpgroups (kQInRegs is ignored: Q stays in shared
+// memory, as wgmma register operands kept live across loop iterations were
+// seen clobbered by ptxas 13.0). Other targets use the mma.sync loop.
 template <int W, int MT, int BN, int ST, bool QR, bool WG>
 struct ExtendShape {
   static constexpr int kWarps = W, kMTiles = MT, kBlockN = BN, kStages = ST;
   static constexpr bool kQInRegs = QR, kWgmma = WG;
-  static_assert(!WG || (MT == 1 && W % 4 == 0 && QR && BN % 64 == 0), "wgmma shape");
+  static_assert(!WG || (MT == 1 && W % 4 == 0 && BN % 64 == 0 && BN <= 256), "wgmma shape");
 };
 #ifndef MA_EXTEND_D64_W
-#define MA_EXTEND_D64_W 8
+#define MA_EXTEND_D64_W 4
 #endif
 #ifndef MA_EXTEND_D64_MT
-#define MA_EXTEND_D64_MT 1
+#define MA_EXTEND_D64_MT 2
 #endif
 #ifndef MA_EXTEND_D64_BN
 #define MA_EXTEND_D64_BN 64
@@ -62,7 +69,7 @@ struct ExtendShape {
 #define MA_EXTEND_D64_WG 0
 #endif
 #ifndef MA_EXTEND_D64_QR
-#define MA_EXTEND_D64_QR 1
+#define MA_EXTEND_D64_QR 0
 #endif
 #ifndef MA_EXTEND_D128_W
 #define MA_EXTEND_D128_W 8
@@ -147,6 +154,7 @@ __device__ __forceinline__ int kv_off(int row, int chunk) {
     return swz<kChunks>(row, chunk);
 }
 
+#if MA_EXTEND_HAS_MMA
 // e4m3 -> b16, exact. Places the e4m3 sign/exponent/mantissa into fp16 bits
 // (the exponent field is 4 bits wide there too, mantissa shifted left by 7),
 // then multiplies by 2^8 to move from e4m3's exponent bias (7) to fp16's (15).
@@ -168,6 +176,8 @@ template <> __device__ __forceinline__ uint32_t e4m3x2_to<ma_bf16>(uint32_t two_
   __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);  // exact: e4m3 fits in bf16
   return *reinterpret_cast<uint32_t*>(&b);
 }
+
+#endif  // MA_EXTEND_HAS_MMA
 
 // Largest divisor of the GQA group that fits in one tile: the q heads packed
 // into a CTA's rows.
@@ -269,7 +279,7 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
       const int h = q_head0 + (valid ? r % pack : 0);
       const T* src = q_ptr + int64_t(token0 + pass_q0 + qi) * a.q_stride_token +
                      int64_t(h) * a.q_stride_head + c * 8;
-      cp_async_16(smem_q + swz<kChunks>(r, c), src, valid);
+      cp_async_16(smem_q + (kUseWgmma ? kv_off<kChunks, true>(r, c) : swz<kChunks>(r, c)), src, valid);
     }
     cp_async_commit();
 
@@ -322,9 +332,10 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
     const int warp_row0 = warp * 16 * kMT;
     // A-fragment matrices: (rows 0-7, d 0-7), (rows 8-15, d 0-7), (rows 0-7, d 8-15), (rows 8-15, d 8-15)
     const int a_row = warp_row0 + (lane % 8) + ((lane / 8) % 2) * 8;
-    constexpr int kQRegSteps = Tr::kQInRegs ? kKSteps : 1;
+    constexpr bool kQRegs = Tr::kQInRegs && !kUseWgmma;
+    constexpr int kQRegSteps = kQRegs ? kKSteps : 1;
     uint32_t q_frag[kMT][kQRegSteps][4];
-    if constexpr (Tr::kQInRegs) {
+    if constexpr (kQRegs) {
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
@@ -419,28 +430,29 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
           s_acc[mt][n][0] = s_acc[mt][n][1] = s_acc[mt][n][2] = s_acc[mt][n][3] = 0.f;
 #if MA_EXTEND_HAS_WGMMA
       if constexpr (kUseWgmma) {
-        // Each warpgroup: S[64 rows, BN] += Q[64, 16 k] K^T per k-step; K tile is
-        // K-major (d contiguous within a core matrix): LBO = next 8 d (128 B),
-        // SBO = next 8 keys (16 * D B); a k-step advances 2 chunks (256 B).
+        // Each warpgroup: S[64 rows, BN] += Q[64, 16 k] K^T per k-step; Q and K
+        // tiles are K-major (d contiguous within a core matrix): LBO = next 8 d
+        // (128 B), SBO = next 8 rows (16 * D B); a k-step advances 2 chunks (256 B).
+        // Q tile in the same layout, this warpgroup's 64 rows = 8 row groups.
+        const T* q_wg = smem_q + (warp / 4) * 64 * D;
         fence_regs(s_acc[0]);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < kKSteps; ++kk)
-          Wgmma<BN, T, false>::run(s_acc[0], q_frag[0][kk],
-                                   wgmma_desc(k_s + kk * 128, 128, 16 * D));
+          WgmmaSS<BN, T>::run(s_acc[0], wgmma_desc(q_wg + kk * 128, 128, 16 * D),
+                              wgmma_desc(k_s + kk * 128, 128, 16 * D));
         wgmma_commit();
         wgmma_wait_all();
         fence_regs(s_acc[0]);
-        fence_regs(q_frag[0]);
       } else
 #endif
       {
         // With Q in shared memory a full unroll lets the scheduler hoist every
         // fragment load of the loop at once and spill; two steps at a time is enough.
-#pragma unroll(Tr::kQInRegs ? kKSteps : 2)
+#pragma unroll(kQRegs ? kKSteps : 2)
         for (int kk = 0; kk < kKSteps; ++kk) {
           uint32_t a_smem[kMT][4];
-          if constexpr (!Tr::kQInRegs) {
+          if constexpr (!kQRegs) {
 #pragma unroll
             for (int mt = 0; mt < kMT; ++mt)
               ldmatrix_x4(a_smem[mt], smem_q + swz<kChunks>(a_row + mt * 16, kk * 2 + lane / 16));
@@ -453,7 +465,7 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
             ldmatrix_x4(b, k_s + kv_off<kChunks, kUseWgmma>(key, kk * 2 + (lane / 8) % 2));
 #pragma unroll
             for (int mt = 0; mt < kMT; ++mt) {
-              const uint32_t(&a_frag)[4] = Tr::kQInRegs ? q_frag[mt][Tr::kQInRegs ? kk : 0] : a_smem[mt];
+              const uint32_t(&a_frag)[4] = kQRegs ? q_frag[mt][kQRegs ? kk : 0] : a_smem[mt];
               mma_16816<T>(s_acc[mt][2 * nn], a_frag, b[0], b[1]);
               mma_16816<T>(s_acc[mt][2 * nn + 1], a_frag, b[2], b[3]);
             }

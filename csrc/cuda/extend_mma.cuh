@@ -26,6 +26,7 @@
 
 namespace mixed_attn::gpu::extend_detail {
 
+#if defined(MA_CUDA)
 // Element type tags: the kernel is written once for bf16 and fp16.
 template <typename T> struct MmaType;
 template <> struct MmaType<ma_bf16> {
@@ -103,5 +104,7 @@ __device__ __forceinline__ float fast_exp2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 }
+
+#endif  // MA_CUDA
 
 }  // namespace mixed_attn::gpu::extend_detail
