@@ -25,4 +25,7 @@ TORCH_LIBRARY(mixed_attn, m) {
 
   // Query tokens per extend tile that the backend of `device` expects in plans.
   m.def("extend_tile_tokens(Device device, int head_dim, int group_size) -> int");
+
+  // int32 entries a plan metadata buffer needs for this many rows and tokens.
+  m.def("plan_meta_capacity(int max_rows, int max_tokens, int extend_tile_tokens) -> int");
 }

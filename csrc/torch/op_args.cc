@@ -1,0 +1,234 @@
+#include "op_args.h"
+
+#include <cmath>
+
+namespace mixed_attn {
+
+DType to_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return DType::kFloat32;
+    case at::kHalf: return DType::kFloat16;
+    case at::kBFloat16: return DType::kBFloat16;
+    case at::kFloat8_e4m3fn: return DType::kFloat8E4M3;
+    default: TORCH_CHECK(false, "mixed_attn: unsupported dtype ", t);
+  }
+}
+
+namespace {
+
+void check_device(const at::Tensor& t, const char* name, const at::Device& dev) {
+  TORCH_CHECK(t.device() == dev, "mixed_attn.forward: ", name, " must be on ", dev,
+              " (where q is), got ", t.device());
+}
+
+void check_shape(const at::Tensor& t, const char* name, std::vector<int64_t> want) {
+  TORCH_CHECK(t.sizes() == c10::IntArrayRef(want), "mixed_attn.forward: ", name,
+              " must have shape ", c10::IntArrayRef(want), ", got ", t.sizes());
+}
+
+void check_last_dim_contiguous(const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.stride(-1) == 1, "mixed_attn.forward: ", name,
+              " must be contiguous in its last dimension, got strides ", t.strides());
+}
+
+void check_finite_positive(double x, const char* name) {
+  TORCH_CHECK(std::isfinite(x) && x > 0, "mixed_attn.forward: ", name,
+              " must be finite and > 0, got ", x);
+}
+
+}  // namespace
+
+ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q) {
+  const char* F = "mixed_attn.forward: ";
+  // The plan first: every shape below is checked against it.
+  std::string perr = check_plan_info(a.plan_info.data(), int64_t(a.plan_info.size()));
+  TORCH_CHECK(perr.empty(), F, perr);
+  const int64_t* info = a.plan_info.data();
+  const int64_t T = info[kPlanNumTokens], Hq = info[kPlanNumQoHeads], Hkv = info[kPlanNumKvHeads];
+  const int64_t D = info[kPlanHeadDim], page = info[kPlanPageSize];
+  const bool split = info[kPlanMode] == int64_t(DispatchMode::kSplit);
+  const int64_t num_partials = info[kPlanNumPartials];
+
+  const at::Device dev = a.q.device();
+  // q
+  TORCH_CHECK(a.q.dim() == 3, F, "q must be [T, Hq, D], got ", a.q.dim(), " dims");
+  const auto qt = a.q.scalar_type();
+  TORCH_CHECK(qt == at::kBFloat16 || qt == at::kHalf || (allow_fp32_q && qt == at::kFloat), F,
+              "q must be bfloat16 or float16", allow_fp32_q ? " (or float32 on the CPU)" : "",
+              ", got ", qt);
+  TORCH_CHECK(a.q.size(1) == Hq && a.q.size(2) == D, F, "q must be [T, ", Hq, ", ", D,
+              "] (heads and head_dim of the plan), got ", a.q.sizes());
+  TORCH_CHECK(a.q.size(0) == T, F, "q has ", a.q.size(0), " tokens but the plan has ", T,
+              " (qo_indptr[-1])");
+  check_last_dim_contiguous(a.q, "q");
+  // plan_meta
+  check_device(a.plan_meta, "plan_meta", dev);
+  TORCH_CHECK(a.plan_meta.scalar_type() == at::kInt && a.plan_meta.dim() == 1 &&
+                  a.plan_meta.is_contiguous(),
+              F, "plan_meta must be a contiguous 1-D int32 tensor");
+  TORCH_CHECK(a.plan_meta.numel() >= info[kPlanMetaLen], F, "plan_meta holds ",
+              a.plan_meta.numel(), " entries, the plan needs ", info[kPlanMetaLen]);
+  // k, v (new tokens)
+  TORCH_CHECK(a.k.has_value() == a.v.has_value(), F,
+              "k and v must be given together (both to save the new tokens, neither to skip the save)");
+  const bool save = a.k.has_value();
+  if (save) {
+    for (auto [t, name] : {std::pair{&*a.k, "k"}, std::pair{&*a.v, "v"}}) {
+      check_device(*t, name, dev);
+      TORCH_CHECK(t->scalar_type() == qt, F, name, " must have q's dtype ", qt, ", got ",
+                  t->scalar_type());
+      check_shape(*t, name, {T, Hkv, D});
+      check_last_dim_contiguous(*t, name);
+    }
+  }
+  // caches
+  const auto kvt = a.k_cache.scalar_type();
+  TORCH_CHECK(kvt == qt || kvt == at::kFloat8_e4m3fn, F, "k_cache must have q's dtype (", qt,
+              ") or float8_e4m3fn, got ", kvt);
+  TORCH_CHECK(a.v_cache.scalar_type() == kvt, F, "v_cache must have k_cache's dtype ", kvt,
+              ", got ", a.v_cache.scalar_type());
+  for (auto [t, name] : {std::pair{&a.k_cache, "k_cache"}, std::pair{&a.v_cache, "v_cache"}}) {
+    check_device(*t, name, dev);
+    TORCH_CHECK(t->dim() == 4, F, name, " must be [num_pages, page_size, Hkv, D], got ", t->dim(),
+                " dims");
+    TORCH_CHECK(t->size(1) == page && t->size(2) == Hkv && t->size(3) == D, F, name,
+                " must be [num_pages, ", page, ", ", Hkv, ", ", D, "] (page_size, Hkv, D of the plan), got ",
+                t->sizes());
+    check_last_dim_contiguous(*t, name);
+  }
+  TORCH_CHECK(a.v_cache.size(0) == a.k_cache.size(0), F, "v_cache has ", a.v_cache.size(0),
+              " pages but k_cache has ", a.k_cache.size(0));
+  // page table
+  check_device(a.kv_indices, "kv_indices", dev);
+  TORCH_CHECK(a.kv_indices.scalar_type() == at::kInt && a.kv_indices.dim() == 1 &&
+                  a.kv_indices.is_contiguous(),
+              F, "kv_indices must be a contiguous 1-D int32 tensor, got ",
+              a.kv_indices.scalar_type(), " with ", a.kv_indices.dim(), " dims");
+  TORCH_CHECK(a.kv_indices.numel() >= info[kPlanNumKvPages], F, "kv_indices holds ",
+              a.kv_indices.numel(), " page ids but kv_indptr[-1] is ", info[kPlanNumKvPages]);
+  // arena
+  if (split && num_partials > 0) {
+    TORCH_CHECK(a.partial_out.has_value() && a.partial_lse.has_value(), F,
+                "the plan has ", num_partials,
+                " decode splits but no arena (partial_out / partial_lse) was given");
+  }
+  if (a.partial_out.has_value() || a.partial_lse.has_value()) {
+    TORCH_CHECK(a.partial_out.has_value() && a.partial_lse.has_value(), F,
+                "partial_out and partial_lse must be given together");
+    const auto& po = *a.partial_out;
+    const auto& pl = *a.partial_lse;
+    check_device(po, "partial_out", dev);
+    check_device(pl, "partial_lse", dev);
+    TORCH_CHECK(po.scalar_type() == at::kFloat && pl.scalar_type() == at::kFloat, F,
+                "partial_out and partial_lse must be float32");
+    TORCH_CHECK(po.is_contiguous() && pl.is_contiguous(), F,
+                "partial_out and partial_lse must be contiguous");
+    TORCH_CHECK(po.dim() == 3 && po.size(1) == Hq && po.size(2) == D, F,
+                "partial_out must be [slots, ", Hq, ", ", D, "], got ", po.sizes());
+    TORCH_CHECK(pl.dim() == 2 && pl.size(1) == Hq && pl.size(0) == po.size(0), F,
+                "partial_lse must be [", po.size(0), ", ", Hq, "], got ", pl.sizes());
+    TORCH_CHECK(po.size(0) >= num_partials, F, "arena too small: the plan needs ", num_partials,
+                " partial slots, partial_out holds ", po.size(0),
+                " (plan through MixedAttention.plan, which grows the arena)");
+  }
+  // outputs
+  check_device(a.out, "out", dev);
+  TORCH_CHECK(a.out.scalar_type() == qt, F, "out must have q's dtype ", qt, ", got ",
+              a.out.scalar_type());
+  check_shape(a.out, "out", {T, Hq, D});
+  check_last_dim_contiguous(a.out, "out");
+  if (a.lse.has_value()) {
+    check_device(*a.lse, "lse", dev);
+    TORCH_CHECK(a.lse->scalar_type() == at::kFloat, F, "lse must be float32, got ",
+                a.lse->scalar_type());
+    check_shape(*a.lse, "lse", {T, Hq});
+    check_last_dim_contiguous(*a.lse, "lse");
+  }
+  if (a.sinks.has_value()) {
+    check_device(*a.sinks, "sinks", dev);
+    TORCH_CHECK(a.sinks->scalar_type() == at::kFloat, F, "sinks must be float32, got ",
+                a.sinks->scalar_type());
+    check_shape(*a.sinks, "sinks", {Hq});
+    TORCH_CHECK(a.sinks->is_contiguous(), F, "sinks must be contiguous");
+  }
+  // scalars
+  check_finite_positive(a.sm_scale, "sm_scale");
+  TORCH_CHECK(std::isfinite(a.logit_cap) && a.logit_cap >= 0, F,
+              "logit_cap must be finite and >= 0 (0 = off), got ", a.logit_cap);
+  TORCH_CHECK(a.window_left == info[kPlanWindowLeft], F, "window_left (", a.window_left,
+              ") differs from the plan's (", info[kPlanWindowLeft], "): re-plan with the same window");
+  check_finite_positive(a.k_scale, "k_scale");
+  check_finite_positive(a.v_scale, "v_scale");
+
+  // Fill the params.
+  ForwardLaunch L;
+  AttentionCommon c{};
+  c.q = a.q.data_ptr();
+  c.q_stride_token = a.q.stride(0);
+  c.q_stride_head = a.q.stride(1);
+  c.k_cache = a.k_cache.data_ptr();
+  c.v_cache = a.v_cache.data_ptr();
+  c.k_stride_page = a.k_cache.stride(0);
+  c.k_stride_slot = a.k_cache.stride(1);
+  c.k_stride_head = a.k_cache.stride(2);
+  c.v_stride_page = a.v_cache.stride(0);
+  c.v_stride_slot = a.v_cache.stride(1);
+  c.v_stride_head = a.v_cache.stride(2);
+  c.kv_indices = a.kv_indices.data_ptr<int32_t>();
+  c.out = a.out.data_ptr();
+  c.out_stride_token = a.out.stride(0);
+  c.out_stride_head = a.out.stride(1);
+  c.maybe_lse = a.lse.has_value() ? a.lse->data_ptr<float>() : nullptr;
+  c.lse_stride_token = a.lse.has_value() ? a.lse->stride(0) : 0;
+  c.maybe_sinks = a.sinks.has_value() ? a.sinks->data_ptr<float>() : nullptr;
+  c.num_qo_heads = int32_t(Hq);
+  c.num_kv_heads = int32_t(Hkv);
+  c.head_dim = int32_t(D);
+  c.page_size = int32_t(page);
+  c.sm_scale = float(a.sm_scale);
+  c.logit_cap = float(a.logit_cap);
+  c.window_left = int32_t(a.window_left);
+  const bool fp8 = kvt == at::kFloat8_e4m3fn;
+  c.k_scale = fp8 ? float(a.k_scale) : 1.f;
+  c.v_scale = fp8 ? float(a.v_scale) : 1.f;
+  c.q_dtype = to_dtype(qt);
+  c.kv_dtype = to_dtype(kvt);
+  c.plan = plan_view(info, a.plan_meta.data_ptr<int32_t>());
+
+  L.extend.attn = c;
+  L.decode.attn = c;
+  if (a.partial_out.has_value()) {
+    L.decode.partial_out = a.partial_out->data_ptr<float>();
+    L.decode.partial_lse = a.partial_lse->data_ptr<float>();
+  }
+  L.save_kv = save;
+  if (save) {
+    SaveKVParams& s = L.save;
+    s.k = a.k->data_ptr();
+    s.v = a.v->data_ptr();
+    s.k_stride_token = a.k->stride(0);
+    s.k_stride_head = a.k->stride(1);
+    s.v_stride_token = a.v->stride(0);
+    s.v_stride_head = a.v->stride(1);
+    s.k_cache = a.k_cache.data_ptr();
+    s.v_cache = a.v_cache.data_ptr();
+    s.kc_stride_page = a.k_cache.stride(0);
+    s.kc_stride_slot = a.k_cache.stride(1);
+    s.kc_stride_head = a.k_cache.stride(2);
+    s.vc_stride_page = a.v_cache.stride(0);
+    s.vc_stride_slot = a.v_cache.stride(1);
+    s.vc_stride_head = a.v_cache.stride(2);
+    s.kv_indices = c.kv_indices;
+    s.inv_k_scale = fp8 ? float(1.0 / a.k_scale) : 1.f;
+    s.inv_v_scale = fp8 ? float(1.0 / a.v_scale) : 1.f;
+    s.num_kv_heads = int32_t(Hkv);
+    s.head_dim = int32_t(D);
+    s.page_size = int32_t(page);
+    s.src_dtype = c.q_dtype;
+    s.kv_dtype = c.kv_dtype;
+    s.plan = c.plan;
+  }
+  return L;
+}
+
+}  // namespace mixed_attn

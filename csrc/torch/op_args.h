@@ -1,0 +1,51 @@
+// Torch-side argument checking and params filling, shared by the CPU and CUDA
+// implementations of torch.ops.mixed_attn.forward. Every check runs before
+// anything is written; each error names the argument.
+#pragma once
+#include <torch/types.h>
+
+#include <optional>
+#include <vector>
+
+#include "mixed_attn/params.h"
+#include "mixed_attn/plan.h"
+
+namespace mixed_attn {
+
+struct ForwardArgs {
+  const at::Tensor& q;
+  const std::optional<at::Tensor>& k;
+  const std::optional<at::Tensor>& v;
+  const at::Tensor& k_cache;
+  const at::Tensor& v_cache;
+  const at::Tensor& kv_indices;
+  const at::Tensor& plan_meta;
+  c10::ArrayRef<int64_t> plan_info;
+  const std::optional<at::Tensor>& partial_out;
+  const std::optional<at::Tensor>& partial_lse;
+  const at::Tensor& out;
+  const std::optional<at::Tensor>& lse;
+  const std::optional<at::Tensor>& sinks;
+  double sm_scale;
+  double logit_cap;
+  int64_t window_left;
+  double k_scale;
+  double v_scale;
+};
+
+// Everything a backend needs to run one forward call.
+struct ForwardLaunch {
+  bool save_kv = false;
+  SaveKVParams save{};
+  ExtendParams extend{};
+  DecodeParams decode{};
+};
+
+// Checks every argument against the plan and each other (throws c10::Error
+// naming the argument) and fills the params. `meta_host` is the plan metadata
+// readable on the host when the backend has it there (CPU), else nullptr.
+ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q);
+
+DType to_dtype(at::ScalarType t);
+
+}  // namespace mixed_attn

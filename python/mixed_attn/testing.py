@@ -1,0 +1,76 @@
+"""Random mixed batches over a scattered paged cache, for tests and benchmarks."""
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .reference import FP8, quantize_fp8
+
+
+@dataclass
+class MixedBatch:
+    q: torch.Tensor            # [T, Hq, D]
+    k: torch.Tensor            # [T, Hkv, D] new tokens' keys
+    v: torch.Tensor            # [T, Hkv, D]
+    k_cache: torch.Tensor      # [num_pages, page_size, Hkv, D]
+    v_cache: torch.Tensor
+    kv_indices: torch.Tensor   # [kv_indptr[-1]] int32, on the device
+    qo_indptr: torch.Tensor    # [B+1] int32, host
+    kv_indptr: torch.Tensor    # [B+1] int32, host
+    seq_lens: torch.Tensor     # [B] int32, host
+    page_size: int
+    extend_lens: list = field(default_factory=list)
+    prefix_lens: list = field(default_factory=list)
+
+    @property
+    def num_rows(self):
+        return len(self.extend_lens)
+
+
+def make_batch(extend_lens, prefix_lens, num_qo_heads, num_kv_heads, head_dim, page_size,
+               dtype=torch.bfloat16, kv_dtype=None, device="cpu", seed=0, spare_pages=3,
+               k_scale=1.0, v_scale=1.0):
+    """A batch whose row b has extend_lens[b] new tokens over prefix_lens[b] cached ones.
+
+    Pages are scattered at random over a pool with `spare_pages` unused pages; every cache slot
+    (cached prefix and the new tokens' slots alike) holds random data, so a missing KV save or a
+    wrong page shows up. fp8 caches hold randn values quantised with the given scales.
+    """
+    assert len(extend_lens) == len(prefix_lens)
+    g = torch.Generator().manual_seed(seed)
+    kv_dtype = kv_dtype or dtype
+    B = len(extend_lens)
+    seq = [e + p for e, p in zip(extend_lens, prefix_lens)]
+    qo, kvp = [0], [0]
+    for e, s in zip(extend_lens, seq):
+        qo.append(qo[-1] + e)
+        kvp.append(kvp[-1] + (s + page_size - 1) // page_size)
+    num_pages = kvp[-1] + spare_pages
+    kv_indices = torch.randperm(num_pages, generator=g)[: kvp[-1]].to(torch.int32)
+    T = qo[-1]
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.float32)
+
+    q = randn(T, num_qo_heads, head_dim).to(dtype)
+    k = randn(T, num_kv_heads, head_dim).to(dtype)
+    v = randn(T, num_kv_heads, head_dim).to(dtype)
+    shape = (num_pages, page_size, num_kv_heads, head_dim)
+    if kv_dtype == FP8:
+        k_cache = quantize_fp8(randn(*shape), k_scale)
+        v_cache = quantize_fp8(randn(*shape), v_scale)
+    else:
+        k_cache = randn(*shape).to(kv_dtype)
+        v_cache = randn(*shape).to(kv_dtype)
+    dev = torch.device(device)
+    return MixedBatch(
+        q=q.to(dev), k=k.to(dev), v=v.to(dev), k_cache=k_cache.to(dev), v_cache=v_cache.to(dev),
+        kv_indices=kv_indices.to(dev),
+        qo_indptr=torch.tensor(qo, dtype=torch.int32), kv_indptr=torch.tensor(kvp, dtype=torch.int32),
+        seq_lens=torch.tensor(seq, dtype=torch.int32), page_size=page_size,
+        extend_lens=list(extend_lens), prefix_lens=list(prefix_lens))
+
+
+def poison_like(x):
+    """An output buffer filled with NaN, so an element the kernel forgot to write fails."""
+    return torch.full_like(x, float("nan"))

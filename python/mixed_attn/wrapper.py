@@ -1,0 +1,227 @@
+"""The user-facing API: a wrapper built once per model, plan() once per step, run() per layer.
+
+    w = MixedAttention(num_qo_heads=32, num_kv_heads=8, head_dim=128, page_size=16, device="cuda")
+    w.plan(qo_indptr, kv_indptr, seq_lens)          # host int32 tensors or lists, once per step
+    for layer in layers:
+        out = w.run(q, k_cache, v_cache, kv_indices, k=k_new, v=v_new, out=out_buf)
+
+plan() reads host lengths only (no device sync, no device-to-host copy) and makes exactly one
+host-to-device copy: the step's metadata buffer. run() allocates nothing when `out` (and `lse`)
+are given: the decode mid-buffers are row slices of an arena allocated when the wrapper is built.
+"""
+
+import logging
+import math
+import os
+
+import torch
+
+from . import _ops  # noqa: F401  (registers torch.ops.mixed_attn)
+from . import plan_info as _pi
+
+logger = logging.getLogger("mixed_attn")
+
+SPLIT_DISPATCH_ENV = "MIXED_ATTN_SPLIT_DISPATCH"
+_MODES = {"split": _pi.MODE_SPLIT, "fold": _pi.MODE_FOLD}
+_logged_paths = set()
+
+
+def split_dispatch_enabled():
+    """False when MIXED_ATTN_SPLIT_DISPATCH=0 forces every row through the extend kernel."""
+    return os.environ.get(SPLIT_DISPATCH_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def _log_path_once(path, detail):
+    if path not in _logged_paths:
+        _logged_paths.add(path)
+        logger.info("mixed_attn: first use of the %s path (%s)", path, detail)
+
+
+def _host_int32(x, name):
+    if isinstance(x, torch.Tensor):
+        if x.device.type != "cpu":
+            raise ValueError(
+                f"mixed_attn.plan: {name} must be a host tensor or a list (planning never reads "
+                f"device memory), got a tensor on {x.device}")
+        return x.to(torch.int32).contiguous()
+    return torch.tensor(list(x), dtype=torch.int32)
+
+
+class MixedAttention:
+    """Mixed prefill+decode attention over a paged KV cache.
+
+    Args:
+        num_qo_heads, num_kv_heads, head_dim, page_size: model and cache geometry.
+        device: where q, the caches and the outputs live ("cuda", "cpu", ...).
+        q_dtype: dtype of q, k, v and out (bf16 or fp16; fp32 on the CPU).
+        kv_dtype: cache dtype: q_dtype (default) or torch.float8_e4m3fn.
+        max_batch, max_tokens: sizes the metadata buffers and the arena are built for.
+        window_left, logit_cap, sm_scale: attention options fixed for the model.
+        deterministic: fixed-size decode splits (fixed_split_tokens keys each), so a
+            decode row's output is bitwise identical alone and in any batch.
+        mode: "split" (default) or "fold". MIXED_ATTN_SPLIT_DISPATCH=0 forces "fold".
+        max_splits_per_row: cap of the SM-aware split policy; sizes the arena.
+        num_sms: streaming multiprocessors the split policy fills (read off the GPU by default).
+    """
+
+    def __init__(self, num_qo_heads, num_kv_heads, head_dim, page_size, device="cuda",
+                 q_dtype=torch.bfloat16, kv_dtype=None, max_batch=256, max_tokens=16384,
+                 window_left=-1, logit_cap=0.0, sm_scale=None, deterministic=False, mode="split",
+                 max_splits_per_row=32, fixed_split_tokens=2048, num_sms=None, validate=False):
+        if mode not in _MODES:
+            raise ValueError(f"mixed_attn: mode must be 'split' or 'fold', got {mode!r}")
+        if num_qo_heads % num_kv_heads != 0:
+            raise ValueError(f"mixed_attn: num_qo_heads ({num_qo_heads}) must be a multiple of "
+                             f"num_kv_heads ({num_kv_heads})")
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        self.num_qo_heads, self.num_kv_heads = num_qo_heads, num_kv_heads
+        self.head_dim, self.page_size = head_dim, page_size
+        self.q_dtype = q_dtype
+        self.kv_dtype = kv_dtype or q_dtype
+        self.window_left = int(window_left)
+        self.logit_cap = float(logit_cap)
+        self.sm_scale = float(sm_scale) if sm_scale is not None else 1.0 / math.sqrt(head_dim)
+        self.deterministic = bool(deterministic)
+        self.fixed_split_tokens = int(fixed_split_tokens)
+        self.max_splits_per_row = int(max_splits_per_row)
+        self.validate = validate
+        self.forced_fold = mode == "split" and not split_dispatch_enabled()
+        self.mode = "fold" if self.forced_fold else mode
+        if self.forced_fold:
+            logger.info("mixed_attn: %s=0 forces fold dispatch", SPLIT_DISPATCH_ENV)
+        if num_sms is None:
+            num_sms = (torch.cuda.get_device_properties(self.device).multi_processor_count
+                       if self.device.type == "cuda" else 132)
+        self.num_sms = int(num_sms)
+        self.extend_tile_tokens = torch.ops.mixed_attn.extend_tile_tokens(
+            self.device, head_dim, num_qo_heads // num_kv_heads)
+
+        self.max_batch, self.max_tokens = int(max_batch), int(max_tokens)
+        self._alloc_meta(self.max_batch, self.max_tokens)
+        self.partial_out = self.partial_lse = None
+        if self.mode == "split":
+            self._alloc_arena(self.max_batch * self.max_splits_per_row)
+
+        self.plan_info = None
+        self.last_path = None
+        self.h2d_copies = 0  # one per plan(): the metadata upload
+        self.arena_grows = 0
+
+    # -- buffers ---------------------------------------------------------------------------
+    def _alloc_meta(self, max_batch, max_tokens):
+        cap = torch.ops.mixed_attn.plan_meta_capacity(max_batch, max_tokens, self.extend_tile_tokens)
+        pin = self.device.type == "cuda"
+        # Two pinned host buffers used in turn, each with the event of its last upload, so a
+        # plan never overwrites host memory that an earlier, still queued copy reads from.
+        self._meta_host = [torch.empty(cap, dtype=torch.int32, pin_memory=pin) for _ in range(2)]
+        self._meta_events = [None, None]
+        self._meta_turn = 0
+        self.plan_meta = torch.empty(cap, dtype=torch.int32, device=self.device)
+
+    def _alloc_arena(self, slots):
+        self.arena_slots = int(slots)
+        self.partial_out = torch.empty(slots, self.num_qo_heads, self.head_dim,
+                                       dtype=torch.float32, device=self.device)
+        self.partial_lse = torch.empty(slots, self.num_qo_heads, dtype=torch.float32,
+                                       device=self.device)
+
+    # -- plan ------------------------------------------------------------------------------
+    def plan(self, qo_indptr, kv_indptr, seq_lens):
+        """Plans one step from host lengths: qo_indptr [B+1], kv_indptr [B+1] (pages), seq_lens [B]."""
+        qo = _host_int32(qo_indptr, "qo_indptr")
+        kv = _host_int32(kv_indptr, "kv_indptr")
+        sl = _host_int32(seq_lens, "seq_lens")
+        B, T = qo.numel() - 1, int(qo[-1]) if qo.numel() else 0
+        if B > self.max_batch or T > self.max_tokens:
+            logger.warning("mixed_attn: step of %d rows / %d tokens exceeds the configured "
+                           "max_batch=%d / max_tokens=%d: growing the metadata buffers once",
+                           B, T, self.max_batch, self.max_tokens)
+            self.max_batch, self.max_tokens = max(B, self.max_batch), max(T, self.max_tokens)
+            self._alloc_meta(self.max_batch, self.max_tokens)
+
+        turn = self._meta_turn
+        self._meta_turn ^= 1
+        host = self._meta_host[turn]
+        ev = self._meta_events[turn]
+        if ev is not None and not ev.query():
+            ev.synchronize()  # only when the GPU is two whole steps behind the host
+        info = torch.ops.mixed_attn.plan(
+            qo, kv, sl, host, self.page_size, self.num_qo_heads, self.num_kv_heads,
+            self.head_dim, self.window_left, _MODES[self.mode], self.num_sms, self.deterministic,
+            self.fixed_split_tokens, self.max_splits_per_row, self.extend_tile_tokens)
+        n = _pi.field(info, "meta_len")
+        need = _pi.field(info, "num_partials")
+        if self.mode == "split" and need > self.arena_slots:
+            logger.warning("mixed_attn: the plan needs %d decode partial slots, the arena holds %d: "
+                           "growing it once (size max_batch / max_splits_per_row for your traffic)",
+                           need, self.arena_slots)
+            self._alloc_arena(max(need, 2 * self.arena_slots))
+            self.arena_grows += 1
+        # The one host-to-device copy of the step.
+        self.plan_meta[:n].copy_(host[:n], non_blocking=True)
+        self.h2d_copies += 1
+        if self.device.type == "cuda":
+            ev = torch.cuda.Event()
+            ev.record()
+            self._meta_events[turn] = ev
+        self.plan_info = info
+        self._num_pages_needed = _pi.field(info, "num_kv_pages")
+        return info
+
+    # -- run -------------------------------------------------------------------------------
+    def run(self, q, k_cache, v_cache, kv_indices, k=None, v=None, out=None, lse=None,
+            return_lse=False, sinks=None, k_scale=1.0, v_scale=1.0):
+        """One layer of the planned step. k, v given: the new tokens are saved into the cache first.
+
+        Returns out, or (out, lse) when return_lse or lse is given. Pass `out` (and `lse`) to
+        allocate nothing.
+        """
+        if self.plan_info is None:
+            raise RuntimeError("mixed_attn: run() called before plan()")
+        if out is None:
+            out = torch.empty_like(q)
+        if lse is None and return_lse:
+            lse = torch.empty(q.shape[0], self.num_qo_heads, dtype=torch.float32, device=q.device)
+        if self.validate:
+            self._check_page_ids(kv_indices, k_cache.shape[0])
+        torch.ops.mixed_attn.forward(
+            q, k, v, k_cache, v_cache, kv_indices, self.plan_meta, self.plan_info,
+            self.partial_out, self.partial_lse, out, lse, sinks, self.sm_scale, self.logit_cap,
+            self.window_left, float(k_scale), float(v_scale))
+        self.last_path = self.mode
+        if self.mode == "split":
+            _log_path_once("split", "extend rows -> extend kernel, decode rows -> split-KV decode")
+        else:
+            _log_path_once("fold", "every row -> extend kernel"
+                           + (f" ({SPLIT_DISPATCH_ENV}=0)" if self.forced_fold else ""))
+        return (out, lse) if lse is not None else out
+
+    def _check_page_ids(self, kv_indices, num_pages):
+        """Validation mode: page ids in range (reads kv_indices on the host: syncs)."""
+        used = kv_indices[: self._num_pages_needed]
+        if used.numel():
+            lo, hi = int(used.min()), int(used.max())
+            if lo < 0 or hi >= num_pages:
+                raise ValueError(f"mixed_attn.run: kv_indices holds page id {lo if lo < 0 else hi}, "
+                                 f"outside the cache's {num_pages} pages")
+
+    @property
+    def num_decode_rows(self):
+        return _pi.field(self.plan_info, "num_decode_rows") if self.plan_info else 0
+
+
+def mixed_attention(q, k, v, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, seq_lens,
+                    page_size, sm_scale=None, logit_cap=0.0, window_left=-1, sinks=None,
+                    k_scale=1.0, v_scale=1.0, mode="split", deterministic=False, out=None,
+                    return_lse=False):
+    """One-shot form: plans and runs one mixed step (host qo_indptr / kv_indptr / seq_lens)."""
+    qo = _host_int32(qo_indptr, "qo_indptr")
+    w = MixedAttention(q.shape[1], k_cache.shape[2], q.shape[2], page_size, device=q.device,
+                       q_dtype=q.dtype, kv_dtype=k_cache.dtype, max_batch=qo.numel() - 1,
+                       max_tokens=q.shape[0], window_left=window_left, logit_cap=logit_cap,
+                       sm_scale=sm_scale, deterministic=deterministic, mode=mode)
+    w.plan(qo, kv_indptr, seq_lens)
+    return w.run(q, k_cache, v_cache, kv_indices, k=k, v=v, out=out, return_lse=return_lse,
+                 sinks=sinks, k_scale=k_scale, v_scale=v_scale)

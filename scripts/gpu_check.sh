@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# One device call on the GPU machine: build in place, run the GPU tests, a compute-sanitizer
+# subset and the benchmarks, writing every log under $OUT. Usage:
+#   bash scripts/gpu_check.sh [STEPS]      STEPS: comma list of build,diag,tests,sanitize,bench,replay
+#                                          (default: all of them)
+# PYTEST_ARGS narrows the tests (e.g. "-k decode"); BENCH_ARGS is passed to bench_mixed.py.
+# MIXED_ATTN_COMMIT names the commit in the benchmark tables (.git does not travel).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/mixed_attn_out}
+mkdir -p "$OUT"
+STEPS=${1:-build,diag,tests,sanitize,bench,replay}
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/python" TORCH_CUDA_ARCH_LIST="9.0a"
+has() { [[ ",$STEPS," == *",$1,"* ]]; }
+status=0
+
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$OUT/gpu.txt" 2>&1
+if has build; then
+  start=$(date +%s)
+  NINJA_JOBS=${NINJA_JOBS:-16} bash scripts/build_inplace.sh > "$OUT/build.log" 2>&1 || {
+    cp build.log "$OUT/build_full.log" 2>/dev/null; tail -40 "$OUT/build.log"; exit 1; }
+  echo "build: $(( $(date +%s) - start )) s"
+fi
+if has tests; then
+  timeout ${TEST_TIMEOUT:-300} python3 -m pytest -q -x -p no:cacheprovider tests ${PYTEST_ARGS:-} \
+    > "$OUT/tests.log" 2>&1 || status=1
+  tail -15 "$OUT/tests.log"
+fi
+if has diag; then
+  python3 scripts/diag_throw.py 2>&1 | tee "$OUT/diag.log"
+fi
+if has sanitize; then
+  timeout 180 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -x \
+    -p no:cacheprovider tests -k "sanitize" > "$OUT/sanitize.log" 2>&1 || status=1
+  grep -E "ERROR SUMMARY|passed|failed" "$OUT/sanitize.log" | tail -5
+fi
+if has bench && [ -f benchmarks/bench_mixed.py ]; then
+  timeout ${BENCH_TIMEOUT:-300} python3 benchmarks/bench_mixed.py ${BENCH_ARGS:-} \
+    --json "$OUT/bench.json" --markdown "$OUT/bench.md" --png "$OUT/bench.png" \
+    > "$OUT/bench.log" 2>&1 || status=1
+  tail -40 "$OUT/bench.log"
+fi
+if has replay && [ -f benchmarks/serve_replay.py ]; then
+  timeout ${REPLAY_TIMEOUT:-150} python3 benchmarks/serve_replay.py ${REPLAY_ARGS:-} \
+    --markdown "$OUT/replay.md" --json "$OUT/replay.json" > "$OUT/replay.log" 2>&1 || status=1
+  tail -20 "$OUT/replay.log"
+fi
+exit $status

@@ -1,0 +1,156 @@
+"""Malformed calls: each gets an error naming the argument, and nothing is written.
+
+Every forward case snapshots the KV cache, out, lse and the arena before the call and checks them
+byte for byte afterwards: validation must finish before the first write.
+"""
+
+import pytest
+import torch
+
+from mixed_attn import MixedAttention
+from mixed_attn.reference import FP8
+from mixed_attn.testing import make_batch, poison_like
+
+Hq, Hkv, D, PAGE = 4, 2, 64, 16
+
+
+@pytest.fixture
+def call():
+    b = make_batch([1, 20, 1], [33, 5, 70], num_qo_heads=Hq, num_kv_heads=Hkv, head_dim=D,
+                   page_size=PAGE, seed=4)
+    w = MixedAttention(Hq, Hkv, D, PAGE, device="cpu", max_batch=8, max_tokens=64)
+    w.plan(b.qo_indptr, b.kv_indptr, b.seq_lens)
+    T = b.q.shape[0]
+    args = dict(q=b.q, k=b.k, v=b.v, k_cache=b.k_cache.clone(), v_cache=b.v_cache.clone(),
+                kv_indices=b.kv_indices, plan_meta=w.plan_meta, plan_info=list(w.plan_info),
+                partial_out=w.partial_out.normal_(), partial_lse=w.partial_lse.normal_(),
+                out=poison_like(b.q), lse=torch.full((T, Hq), 7.0), sinks=None, sm_scale=0.125,
+                logit_cap=0.0, window_left=-1, k_scale=1.0, v_scale=1.0)
+    return args
+
+
+ORDER = ["q", "k", "v", "k_cache", "v_cache", "kv_indices", "plan_meta", "plan_info",
+         "partial_out", "partial_lse", "out", "lse", "sinks", "sm_scale", "logit_cap",
+         "window_left", "k_scale", "v_scale"]
+WRITTEN = ["k_cache", "v_cache", "out", "lse", "partial_out", "partial_lse"]
+
+
+def snapshot(args):
+    return {n: args[n].clone() for n in WRITTEN if isinstance(args.get(n), torch.Tensor)}
+
+
+def expect_rejected(args, match, **changes):
+    before = snapshot(args)
+    a = dict(args, **changes)
+    with pytest.raises(RuntimeError, match=match):
+        torch.ops.mixed_attn.forward(*[a[n] for n in ORDER])
+    for n, t in before.items():
+        now = args[n]
+        assert torch.equal(t.view(torch.uint8), now.view(torch.uint8)), f"{n} was written"
+
+
+T = 22  # tokens of the fixture batch
+
+
+@pytest.mark.parametrize("name,match,change", [
+    ("q_dtype", r"q must be bfloat16 or float16", lambda a: dict(q=a["q"].double())),
+    ("q_rank", r"q must be \[T, Hq, D\]", lambda a: dict(q=a["q"].flatten(1))),
+    ("q_heads", r"q must be \[T, 4, 64\]", lambda a: dict(q=a["q"][:, :2])),
+    ("q_tokens", r"q has 21 tokens but the plan has 22", lambda a: dict(q=a["q"][:-1])),
+    ("q_stride", r"q must be contiguous in its last dimension",
+     lambda a: dict(q=a["q"].transpose(1, 2).contiguous().transpose(1, 2))),
+    ("k_dtype", r"k must have q's dtype", lambda a: dict(k=a["k"].half())),
+    ("k_shape", r"k must have shape \[22, 2, 64\]", lambda a: dict(k=a["k"][:, :1])),
+    ("k_without_v", r"k and v must be given together", lambda a: dict(v=None)),
+    ("cache_dtype", r"k_cache must have q's dtype", lambda a: dict(k_cache=a["k_cache"].float())),
+    ("cache_dtypes_differ", r"v_cache must have k_cache's dtype",
+     lambda a: dict(k_cache=a["k_cache"].to(FP8))),
+    ("cache_page_size", r"k_cache must be \[num_pages, 16, 2, 64\]",
+     lambda a: dict(k_cache=a["k_cache"].view(-1, 8, Hkv, D))),
+    ("cache_pages_differ", r"v_cache has .* pages but k_cache has",
+     lambda a: dict(v_cache=a["v_cache"][:-1])),
+    ("kv_indices_dtype", r"kv_indices must be a contiguous 1-D int32",
+     lambda a: dict(kv_indices=a["kv_indices"].long())),
+    ("kv_indices_short", r"kv_indices holds 9 page ids but kv_indptr\[-1\] is 10",
+     lambda a: dict(kv_indices=a["kv_indices"][:-1])),
+    ("page_id_out_of_range", r"kv_indices\[3\] = 99 .* is not a page",
+     lambda a: dict(kv_indices=torch.cat([a["kv_indices"][:3], torch.tensor([99], dtype=torch.int32),
+                                          a["kv_indices"][4:]]))),
+    ("out_shape", r"out must have shape \[22, 4, 64\]", lambda a: dict(out=a["out"][:, :, :32])),
+    ("out_dtype", r"out must have q's dtype", lambda a: dict(out=a["out"].half())),
+    ("lse_shape", r"lse must have shape \[22, 4\]", lambda a: dict(lse=a["lse"][:-1])),
+    ("lse_dtype", r"lse must be float32", lambda a: dict(lse=a["lse"].double())),
+    ("sinks_shape", r"sinks must have shape \[4\]", lambda a: dict(sinks=torch.zeros(3))),
+    ("arena_too_small", r"arena too small: the plan needs",
+     lambda a: dict(partial_out=a["partial_out"][:1], partial_lse=a["partial_lse"][:1])),
+    ("arena_missing", r"no arena", lambda a: dict(partial_out=None, partial_lse=None)),
+    ("arena_lse_shape", r"partial_lse must be", lambda a: dict(partial_lse=a["partial_lse"][:, :2])),
+    ("plan_info_length", r"plan_info: expected", lambda a: dict(plan_info=a["plan_info"][:-1])),
+    ("plan_info_not_a_plan", r"not a plan", lambda a: dict(plan_info=[0] * len(a["plan_info"]))),
+    ("plan_meta_dtype", r"plan_meta must be a contiguous 1-D int32",
+     lambda a: dict(plan_meta=a["plan_meta"].long())),
+    ("window_differs", r"window_left \(5\) differs from the plan's \(-1\)",
+     lambda a: dict(window_left=5)),
+    ("sm_scale", r"sm_scale must be finite and > 0", lambda a: dict(sm_scale=-1.0)),
+    ("k_scale", r"k_scale must be finite and > 0", lambda a: dict(k_scale=0.0)),
+    ("logit_cap", r"logit_cap must be finite and >= 0", lambda a: dict(logit_cap=float("nan"))),
+])
+def test_forward_rejects(call, name, match, change):
+    expect_rejected(call, match, **change(call))
+
+
+def test_valid_call_writes(call):
+    # The fixture itself is a valid call: it must write out, lse and the cache.
+    before = snapshot(call)
+    torch.ops.mixed_attn.forward(*[call[n] for n in ORDER])
+    assert not torch.isnan(call["out"]).any()
+    assert not torch.equal(before["k_cache"], call["k_cache"])
+    assert not torch.equal(before["lse"], call["lse"])
+
+
+def _wrapper(**kw):
+    return MixedAttention(Hq, Hkv, D, PAGE, device="cpu", max_batch=8, max_tokens=64, **kw)
+
+
+@pytest.mark.parametrize("qo,kv,seq,match", [
+    ([0, 3, 3], [0, 1, 2], [3, 4], r"strictly increasing .* row 1 has extend_len 0"),
+    ([0, 5, 3], [0, 1, 2], [5, 4], r"strictly increasing"),
+    ([1, 3, 5], [0, 1, 2], [3, 4], r"qo_indptr\[0\] must be 0"),
+    ([0, 3, 5], [0, 1], [3, 4], r"kv_indptr must have 3 entries"),
+    ([0, 3, 5], [0, 1, 2], [3], r"seq_lens must have 2 entries"),
+    ([0, 3, 5], [0, 1, 2], [3, 1], r"seq_lens\[1\] = 1 is smaller than the row's extend_len 2"),
+    ([0, 3, 5], [0, 1, 2], [3, 40], r"row 1 has 1 pages but seq_len 40 needs 3"),
+    ([0, 3, 5], [0, 2, 1], [3, 4], r"kv_indptr must be non-decreasing"),
+])
+def test_plan_rejects(qo, kv, seq, match):
+    w = _wrapper()
+    w.plan([0, 1, 2], [0, 1, 2], [3, 4])
+    good_info, good_meta = list(w.plan_info), w.plan_meta.clone()
+    with pytest.raises(RuntimeError, match=match):
+        w.plan(qo, kv, seq)
+    assert w.plan_info == good_info and torch.equal(w.plan_meta, good_meta)
+
+
+def test_unsupported_head_dim():
+    w = MixedAttention(Hq, Hkv, 96, PAGE, device="cpu", max_batch=8, max_tokens=64)
+    with pytest.raises(RuntimeError, match=r"head_dim must be 64, 128 or 256, got 96"):
+        w.plan([0, 1], [0, 1], [3])
+
+
+def test_heads_not_a_multiple():
+    with pytest.raises(ValueError, match=r"num_qo_heads \(6\) must be a multiple of num_kv_heads \(4\)"):
+        MixedAttention(6, 4, 64, PAGE, device="cpu")
+
+
+def test_plan_arguments_must_be_int32_host_tensors():
+    with pytest.raises(RuntimeError, match=r"qo_indptr must be a host|must be int32"):
+        torch.ops.mixed_attn.plan(torch.tensor([0, 1]).float(), torch.tensor([0, 1], dtype=torch.int32),
+                                  torch.tensor([3], dtype=torch.int32),
+                                  torch.zeros(100, dtype=torch.int32), 16, 4, 2, 64, -1, 0, 132,
+                                  False, 2048, 32, 16)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_device_mismatch(call):
+    a = {n: (v.cuda() if isinstance(v, torch.Tensor) else v) for n, v in call.items()}
+    expect_rejected(a, r"out must be on cuda", out=call["out"])

@@ -1,0 +1,95 @@
+"""Smoke test of the benchmark scripts: their --quick CPU versions run end to end, the op they
+time agrees with the fp32 reference, and the JSON / markdown outputs hold what the lead pastes.
+"""
+
+import json
+import os
+import sys
+
+import pytest
+
+BENCH_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks")
+sys.path.insert(0, BENCH_DIR)
+
+import bench_mixed  # noqa: E402
+import common  # noqa: E402
+import serve_replay  # noqa: E402
+
+
+def test_case_counts_match_baselines():
+    a = common.CASES_BY_NAME["A"]
+    assert a.decode_kv_bytes() == 128 * 4096 * 8 * 128 * 2 * 2
+    assert a.extend_flops() == 4 * 128 * 32 * (512 * 513 // 2)
+    b = common.CASES_BY_NAME["B"]
+    assert common.attended_pairs(4096, 4096) == 4096 * 4096 + 4096 * 4097 // 2
+    assert b.num_rows == 65 and b.num_tokens == 4096 + 64
+    # floorD of baselines.md: decode bytes over its 4.25 TB/s copy figure, in ms.
+    assert abs(a.decode_kv_bytes() / 4.25e12 * 1e3 - 0.505) < 0.01
+    assert [c.name for c in common.BASELINE_CASES] == list("ABCDEFGH")
+    assert common.attended_pairs(10, 4, window_left=2) == 4 * 3
+    # E's decode lengths are random; their total matches baselines.md's floorD (0.811 ms).
+    e = common.CASES_BY_NAME["E"]
+    assert abs(e.decode_kv_bytes() / 4.25e12 * 1e3 - 0.811) < 0.0005
+    assert all(512 <= s <= 16384 for s in e.decode_seq_lens) and len(e.decode_seq_lens) == 96
+    assert set(common.reference_for("A")) == set(common.REFERENCE_COLUMNS)
+
+
+def test_bench_mixed_quick_cpu(tmp_path, capsys):
+    js, md = tmp_path / "bm.json", tmp_path / "bm.md"
+    rc = bench_mixed.main(["--quick", "--cpu", "--rows", "ma_split,ma_fold,ma_dec,torch_sdpa,torch_batched",
+                           "--json", str(js), "--markdown", str(md), "--no-plot",
+                           "--commit", "test"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "NO GPU" in out
+    data = json.loads(js.read_text())
+    assert data["ceilings"]["copy_tbs"] and data["ceilings"]["matmul_tflops"]
+    (case,) = data["cases"]
+    for name in ("ma_split", "ma_fold", "ma_dec", "torch_sdpa", "torch_batched"):
+        row = case["rows"][name]
+        assert row["status"] == "ok", (name, row)
+        assert row["ms"] > 0
+        assert row["err"] < bench_mixed.MISMATCH_TOL, (name, row["err"])
+    assert case["speedup"]["ma_split"]["ma_split"] == pytest.approx(1.0)
+    assert data["plan_timing"]["rows"][-1]["rows"] == 256
+    assert data["plan_timing"]["rows"][-1]["wrapper_split_us"] > 0
+    text = md.read_text()
+    assert "commit: `test`" in text and "ma_split ms (%floor)" in text
+    assert "plan() on the host" in text
+
+
+def test_serve_replay_quick_cpu(tmp_path, capsys):
+    js, md = tmp_path / "sr.json", tmp_path / "sr.md"
+    rc = serve_replay.main(["--quick", "--cpu", "--json", str(js), "--markdown", str(md),
+                            "--commit", "test"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "NO GPU" in out
+    data = json.loads(js.read_text())
+    got = {(r["trace"], r["mode"]): r for r in data["results"]}
+    assert set(got) == {(t, m) for t in ("burst", "poisson", "trickle") for m in ("split", "fold")}
+    for key, r in got.items():
+        assert r["status"] == "ok", (key, r)
+        m = r["metrics"]
+        assert not m["truncated"] and m["finished"] == m["requests"], key
+        assert m["served_tok_s"] > 0 and m["ttft_p95_ms"] >= m["ttft_p50_ms"] > 0
+        assert m["itl_p95_ms"] >= m["itl_p50_ms"] > 0
+    # Same requests in both modes: the same tokens are generated.
+    for t in ("burst", "poisson", "trickle"):
+        assert (got[(t, "split")]["metrics"]["generated_tokens"] ==
+                got[(t, "fold")]["metrics"]["generated_tokens"])
+    assert got[("burst", "split")]["metrics"]["mixed_step_share"] > 0
+    assert "split relative to fold" in md.read_text()
+
+
+def test_page_allocator_and_scheduler_accounting():
+    alloc = serve_replay.PageAllocator(10, seed=1)
+    a = alloc.alloc(4)
+    assert len(set(a.tolist())) == 4 and alloc.alloc(7) is None
+    alloc.release(a)
+    assert sorted(alloc.free) == list(range(10))
+    cfg = serve_replay.Config(prompt_median=50, prompt_min=10, prompt_max=60, output_median=5,
+                              output_min=2, output_max=9)
+    tr = serve_replay.make_trace("poisson", 20, 100.0, cfg, seed=3)
+    assert all(10 <= p <= 60 and 2 <= o <= 9 for _, p, o in tr)
+    assert all(x[0] <= y[0] for x, y in zip(tr, tr[1:]))

@@ -1,0 +1,132 @@
+"""The host planner: partition, split counts, arena slices, extend tiles, metadata upload."""
+
+import random
+
+import pytest
+import torch
+
+from mixed_attn import MixedAttention
+from mixed_attn.plan_info import MAGIC, field, unpack_meta
+
+
+def plan(ext, pre, page_size=16, Hq=32, Hkv=8, D=128, window_left=-1, mode=0, num_sms=132,
+         deterministic=False, fixed=2048, max_splits=32, tile=64, meta_cap=100000):
+    seq = [e + p for e, p in zip(ext, pre)]
+    qo, kv = [0], [0]
+    for e, s in zip(ext, seq):
+        qo.append(qo[-1] + e)
+        kv.append(kv[-1] + (s + page_size - 1) // page_size)
+    meta = torch.full((meta_cap,), -7, dtype=torch.int32)
+    t = lambda x: torch.tensor(x, dtype=torch.int32)  # noqa: E731
+    info = torch.ops.mixed_attn.plan(t(qo), t(kv), t(seq), meta, page_size, Hq, Hkv, D,
+                                     window_left, mode, num_sms, deterministic, fixed, max_splits,
+                                     tile)
+    return info, unpack_meta(info, meta), seq
+
+
+def random_batch(rng, n):
+    ext = [1 if rng.random() < 0.7 else rng.randint(2, 700) for _ in range(n)]
+    pre = [rng.randint(0, 40000) for _ in range(n)]
+    return ext, pre
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_plan_invariants(seed, deterministic):
+    rng = random.Random(seed)
+    ext, pre = random_batch(rng, rng.choice([1, 17, 128, 513]))
+    window = rng.choice([-1, -1, 100, 4095])
+    info, m, seq = plan(ext, pre, window_left=window, deterministic=deterministic, max_splits=16)
+    assert field(info, "magic") == MAGIC
+    B = len(ext)
+    # Partition: decode rows are exactly the rows with one new token, each once, in row order.
+    decode = [b for b in range(B) if ext[b] == 1]
+    assert m["decode_rows"].tolist() == decode
+    assert field(info, "num_extend_rows") == B - len(decode)
+    # Splits: within bounds, and their key ranges cover the visible keys exactly once.
+    sp = m["decode_split_indptr"].tolist()
+    assert sp[0] == 0 and field(info, "num_partials") == sp[-1]
+    for d, row in enumerate(decode):
+        n = sp[d + 1] - sp[d]
+        assert n >= 1
+        if not deterministic:
+            assert n <= 16
+        start, chunk = int(m["decode_kv_start"][d]), int(m["decode_chunk_tokens"][d])
+        first_visible = max(0, seq[row] - 1 - window) if window >= 0 else 0
+        assert start <= first_visible and start % 16 == 0
+        assert start + (n - 1) * chunk < seq[row] <= start + n * chunk
+        if deterministic:
+            assert chunk == 2048
+    # Arena slices of different rows are disjoint and inside [0, num_partials).
+    slots = [s for d in range(len(decode)) for s in range(sp[d], sp[d + 1])]
+    assert sorted(slots) == list(range(field(info, "num_partials")))
+    # Extend tiles cover every query of every extend row exactly once.
+    tiles = m["extend_tiles"].tolist()
+    covered = {}
+    for row, q0 in tiles:
+        assert ext[row] > 1
+        for i in range(q0, min(q0 + 64, ext[row])):
+            covered[(row, i)] = covered.get((row, i), 0) + 1
+    expect = {(b, i): 1 for b in range(B) if ext[b] > 1 for i in range(ext[b])}
+    assert covered == expect
+
+
+def test_fold_puts_every_row_in_the_extend_list():
+    info, m, _ = plan([1, 5, 1], [10, 20, 30], mode=1)
+    assert field(info, "num_decode_rows") == 0 and field(info, "num_partials") == 0
+    assert sorted({r for r, _ in m["extend_tiles"].tolist()}) == [0, 1, 2]
+
+
+def test_sm_aware_policy_fills_the_gpu():
+    # Few long decode rows: split until (rows * kv heads * splits) reaches ~2 CTAs per SM.
+    info, m, _ = plan([1] * 4, [32767] * 4, Hkv=8, num_sms=132)
+    ctas = field(info, "num_partials") * 8
+    assert 132 <= ctas <= 4 * 132
+    # Many rows already fill it: no split.
+    info, _, _ = plan([1] * 512, [4095] * 512, Hkv=8)
+    assert field(info, "max_splits") == 1
+
+
+def test_deterministic_splits_depend_on_the_row_alone():
+    a, ma, _ = plan([1], [5000], deterministic=True)
+    b, mb, _ = plan([300, 1, 1, 1], [10, 5000, 20000, 3], deterministic=True)
+    assert int(ma["decode_chunk_tokens"][0]) == int(mb["decode_chunk_tokens"][0])
+    assert field(a, "num_partials") == int(mb["decode_split_indptr"][1] - mb["decode_split_indptr"][0])
+
+
+def test_tiles_costliest_first():
+    _, m, _ = plan([200, 64, 1000], [0, 5000, 0], tile=64)
+    tiles = m["extend_tiles"].tolist()
+    assert tiles[0] == [1, 0]  # 5000-key prefix: the most work
+    cost = lambda t: [0, 5000, 0][t[0]] + t[1]  # noqa: E731
+    assert all(cost(tiles[i]) >= cost(tiles[i + 1]) - 64 for i in range(len(tiles) - 1))
+
+
+def test_rejected_plan_writes_nothing():
+    meta = torch.full((1000,), -7, dtype=torch.int32)
+    t = lambda x: torch.tensor(x, dtype=torch.int32)  # noqa: E731
+    with pytest.raises(RuntimeError, match="extend_len"):
+        torch.ops.mixed_attn.plan(t([0, 3, 3]), t([0, 1, 2]), t([3, 4]), meta, 16, 4, 1, 64, -1, 0,
+                                  132, False, 2048, 32, 64)
+    assert (meta == -7).all()
+
+
+def test_metadata_capacity_error_is_clear():
+    with pytest.raises(RuntimeError, match="metadata needs"):
+        plan([1] * 50, [10] * 50, meta_cap=20)
+
+
+def test_one_host_to_device_copy_per_plan():
+    w = MixedAttention(4, 1, 64, 16, device="cpu", max_batch=8, max_tokens=64)
+    for i in range(5):
+        w.plan([0, 1, 3 + i], [0, 1, 2], [5, 10 + i])
+    assert w.h2d_copies == 5
+
+
+def test_plan_rejects_device_tensors_and_lists_work():
+    w = MixedAttention(4, 1, 64, 16, device="cpu", max_batch=8, max_tokens=64)
+    info = w.plan([0, 1, 4], [0, 1, 2], [5, 10])
+    assert field(info, "num_decode_rows") == 1
+    if torch.cuda.is_available():
+        with pytest.raises(ValueError, match="host"):
+            w.plan(torch.tensor([0, 1, 4], device="cuda"), [0, 1, 2], [5, 10])
