@@ -648,8 +648,10 @@ const char* launch_extend_impl(const ExtendParams& p, gpuStream_t stream) {
   if (blocks > 0x7fffffff) return "extend: too many (tile, head group) blocks for one launch";
 
   auto kernel = extend_kernel<kHeadDim, T, kFp8>;
-  // Raise the dynamic shared-memory limit once per instantiation.
-  static const gpuError_t attr_status =
+  // Raise the dynamic shared-memory limit. The attribute belongs to the current
+  // device's context, so it is set on every launch (a cheap host call, legal
+  // during graph capture) rather than once per process.
+  const gpuError_t attr_status =
       gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (attr_status != gpuSuccess) return gpuGetErrorString(attr_status);
   kernel<<<dim3(unsigned(blocks)), dim3(kThreads), kSmem, stream>>>(args);
