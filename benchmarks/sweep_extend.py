@@ -1,9 +1,22 @@
 """Builds several tile shapes of the extend kernel and, for each, runs the tests and the benchmark.
 
 Used to choose the defaults of ExtendTraits (csrc/cuda/extend_kernel.cuh) in one device call:
-  python3 benchmarks/sweep_extend.py OUT_DIR
+  python3 benchmarks/sweep_extend.py OUT_DIR [v0,w1,...]   (about 30 s per variant after the build)
 Each variant is a set of -DMA_EXTEND_D{64,128,256}_{W,MT,BN,ST,QR,WG} flags (warps, m16 tiles per
 warp, keys per K/V tile, pipeline stages, Q in registers, wgmma on sm_90a).
+
+Measured on an H200 (2026-11-30, one call, median ms of one extend row, bf16, page 16;
+B = 4096 new over 4096, D = 1024 new over 16384, Hq/Hkv 32/8; matmul 686-708 TFLOP/s):
+  variant  B d128  D d128  B d64  D d64  B d256  D d256   tests
+  v0       1.876   1.291   1.141  0.805  2.161   1.533    87 passed  (v0 = the defaults then)
+  v1       1.989   1.354   1.100  0.786  2.690   1.898    87 passed
+  v2       1.860   1.274   0.973  0.684  2.175   1.543    87 passed  -> head dim 64 default
+  w1/w2/w3 (wgmma, first version) failed the tests: ptxas reused the registers of Q (kept
+           live across the K/V loop as wgmma A operands) for P; Q now goes through shared
+           memory (WgmmaSS). Their times (1.87 / 1.26 ms on B / D at d128) matched v0, so the
+           plain wgmma swap alone does not buy speed: the loop is bound elsewhere (softmax,
+           the barrier per tile, page-id loads on the critical path: see p0).
+The w*, p* variants were written after that call and are not yet run on a GPU.
 """
 
 import os
@@ -31,6 +44,10 @@ VARIANTS = {
     "w1": {64: (8, 1, 64, 3, 0, 1), 128: (8, 1, 64, 3, 0, 1), 256: (8, 1, 64, 2, 0, 1)},
     "w2": {64: (8, 1, 128, 3, 0, 1), 128: (8, 1, 128, 2, 0, 1)},
     "w3": {64: (4, 1, 64, 3, 0, 1), 128: (4, 1, 64, 2, 0, 1)},
+    # page ids read one K/V tile ahead (MA_EXTEND_PREFETCH_PAGES)
+    "p0": {"extra": ["-DMA_EXTEND_PREFETCH_PAGES=1"]},
+    "pw1": {64: (8, 1, 64, 3, 0, 1), 128: (8, 1, 64, 3, 0, 1), 256: (8, 1, 64, 2, 0, 1),
+            "extra": ["-DMA_EXTEND_PREFETCH_PAGES=1"]},
 }
 
 
@@ -39,7 +56,9 @@ def main():
     names = sys.argv[2].split(",") if len(sys.argv) > 2 else list(VARIANTS)
 
     def build(name):
-        flags = [f for d, shape in VARIANTS[name].items() for f in shape_flags(d, *shape)]
+        v = VARIANTS[name]
+        flags = [f for d, shape in v.items() if d != "extra" for f in shape_flags(d, *shape)]
+        flags += v.get("extra", [])
         try:
             return name, build_library(f"/tmp/sweep_{name}", extra_flags=flags), ""
         except Exception as e:  # noqa: BLE001
@@ -55,7 +74,7 @@ def main():
             continue
         env["MA_EXTEND_LIB"] = lib
         subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks/bench_extend.py")] +
-                       (["--fp8"] if name in ("v0", "w1") else []), env=env, timeout=120)
+                       (["--fp8"] if name in ("v0", "w1", "p0", "pw1") else []), env=env, timeout=120)
         r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
                             os.path.join(ROOT, "tests/test_cuda_extend.py")], env=env, timeout=120,
                            capture_output=True, text=True)

@@ -107,6 +107,15 @@ struct ExtendShape {
 #ifndef MA_EXTEND_D256_QR
 #define MA_EXTEND_D256_QR 0
 #endif
+// MA_EXTEND_PREFETCH_PAGES=1: each thread reads the page ids of the rows it
+// loads one K/V tile ahead (plain loads whose latency then hides behind a
+// tile of math) instead of right before issuing the tile's cp.async, where
+// every warp waits on those dependent global loads after each barrier.
+// Off by default until measured (benchmarks/sweep_extend.py, variants p*).
+#ifndef MA_EXTEND_PREFETCH_PAGES
+#define MA_EXTEND_PREFETCH_PAGES 0
+#endif
+
 template <int kHeadDim> struct ExtendTraits;
 #define MA_EXTEND_SHAPE(d) \
   ExtendShape<MA_EXTEND_D##d##_W, MA_EXTEND_D##d##_MT, MA_EXTEND_D##d##_BN, MA_EXTEND_D##d##_ST, \
@@ -319,11 +328,58 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
       }
     };
 
+    // ---- the same, with page ids read one tile ahead (MA_EXTEND_PREFETCH_PAGES) ----
+    constexpr int kChunksRowP = kFp8 ? D / 16 : D / 8;
+    constexpr int kRowsPerThread = BN / (kThreads / kChunksRowP);
+    int next_page[kRowsPerThread];  // -1: key outside [kv_lo, kv_hi) (zero-filled)
+    int next_slot[kRowsPerThread];
+    auto fetch_pages = [&](int tile) {
+      const int n0 = first_tile_key + tile * BN;
+#pragma unroll
+      for (int i = 0; i < kRowsPerThread; ++i) {
+        const int r = tid / kChunksRowP + i * (kThreads / kChunksRowP);
+        const int j = n0 + r;
+        const bool valid = tile < num_kv_tiles && j >= kv_lo && j < kv_hi;
+        const int page_pos = j / page_size;
+        next_page[i] = valid ? a.kv_indices[page_base + page_pos] : -1;
+        next_slot[i] = j - page_pos * page_size;
+      }
+    };
+    auto load_kv_fetched = [&](int slot) {
+      unsigned char* k_dst = smem_kv + slot * 2 * kStagedTileBytes;
+      unsigned char* v_dst = k_dst + kStagedTileBytes;
+      const int c = tid % kChunksRowP;
+#pragma unroll
+      for (int i = 0; i < kRowsPerThread; ++i) {
+        const int r = tid / kChunksRowP + i * (kThreads / kChunksRowP);
+        const bool valid = next_page[i] >= 0;
+        const int64_t k_off = valid ? int64_t(next_page[i]) * a.k_stride_page +
+                                          int64_t(next_slot[i]) * a.k_stride_slot : 0;
+        const int64_t v_off = valid ? int64_t(next_page[i]) * a.v_stride_page +
+                                          int64_t(next_slot[i]) * a.v_stride_slot : 0;
+        if constexpr (kFp8) {
+          cp_async_16(k_dst + r * D + c * 16, k_cache + k_off + c * 16, valid);
+          cp_async_16(v_dst + r * D + c * 16, v_cache + v_off + c * 16, valid);
+        } else {
+          cp_async_16(reinterpret_cast<T*>(k_dst) + kv_off<kChunks, kUseWgmma>(r, c),
+                      k_cache + k_off + c * 8, valid);
+          cp_async_16(reinterpret_cast<T*>(v_dst) + kv_off<kChunks, kUseWgmma>(r, c),
+                      v_cache + v_off + c * 8, valid);
+        }
+      }
+    };
+
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-      if (s < num_kv_tiles) load_kv(s, s);
+      if constexpr (MA_EXTEND_PREFETCH_PAGES != 0) {
+        fetch_pages(s);
+        if (s < num_kv_tiles) load_kv_fetched(s);
+      } else {
+        if (s < num_kv_tiles) load_kv(s, s);
+      }
       cp_async_commit();
     }
+    if constexpr (MA_EXTEND_PREFETCH_PAGES != 0) fetch_pages(kStages - 1);
 
     // ---- Q fragments (this warp's rows, all of D) ----
     cp_async_wait<kStages - 1>();
@@ -381,7 +437,13 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
       __syncthreads();
       {
         const int next = tile + kStages - 1;
-        if (next < num_kv_tiles) load_kv(next, next % kStages);
+        if constexpr (MA_EXTEND_PREFETCH_PAGES != 0) {
+          // Page ids of `next` were read an iteration ago; read those of the tile after.
+          if (next < num_kv_tiles) load_kv_fetched(next % kStages);
+          fetch_pages(next + 1);
+        } else {
+          if (next < num_kv_tiles) load_kv(next, next % kStages);
+        }
         cp_async_commit();
       }
       const int slot = tile % kStages;
