@@ -1,6 +1,8 @@
 // The extend kernel: FlashAttention-2-style attention of query tiles over the
-// paged KV cache, on tensor cores (mma.sync m16n8k16), with a multi-stage
-// cp.async pipeline for the K/V tiles.
+// paged KV cache, on tensor cores, with a multi-stage cp.async pipeline for
+// the K/V tiles. Portable path: mma.sync m16n8k16 + ldmatrix (sm_80+, the
+// default everywhere). Optional sm_90a path (ExtendTraits::kWgmma, off by
+// default until validated on a GPU): the same loop with both GEMMs as wgmma.
 //
 // Work: one CTA per (extend tile, group of q heads). A tile is
 // plan.extend_tiles[i] = (row, q_start); the planner sorts them costliest first.
@@ -9,11 +11,13 @@
 // every K/V tile loaded into shared memory serves pack heads at once and short
 // extends (decode rows in fold mode) still fill the tile.
 //
-// Per CTA: Q fragments live in registers for the whole loop; K/V tiles of
-// kBlockN keys stream through kStages shared-memory slots (XOR-swizzled so
-// that ldmatrix is conflict-free). Online softmax in base 2. Only tiles that
-// straddle the causal diagonal or the window's left edge are masked; tiles
-// outside [first visible key, last visible key] are never loaded.
+// Per CTA: Q fragments live in registers (or are re-read from shared memory,
+// per head dim); K/V tiles of kBlockN keys stream through kStages
+// shared-memory slots (XOR-swizzled so that ldmatrix is conflict-free). Online
+// softmax in base 2. Only tiles that straddle the causal diagonal or the
+// window's left edge are masked; tiles outside [first visible key, last
+// visible key] are never loaded, and key slots outside that range are
+// zero-filled, so unwritten cache memory never reaches P.V.
 // fp8 e4m3 cache: tiles land as bytes and are widened exactly to bf16/fp16 in
 // shared memory; k_scale is folded into the score scale, v_scale into the
 // final normalisation.
