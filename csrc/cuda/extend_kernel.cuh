@@ -717,8 +717,8 @@ const char* launch_extend_impl(const ExtendParams& p, gpuStream_t stream) {
   // Raise the dynamic shared-memory limit. The attribute belongs to the current
   // device's context, so it is set on every launch (a cheap host call, legal
   // during graph capture) rather than once per process.
-  const gpuError_t attr_status =
-      gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  const gpuError_t attr_status = gpuFuncSetAttribute(
+      reinterpret_cast<const void*>(kernel), gpuFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (attr_status != gpuSuccess) return gpuGetErrorString(attr_status);
   kernel<<<dim3(unsigned(blocks)), dim3(kThreads), kSmem, stream>>>(args);
   MA_RETURN_LAUNCH_STATUS();
