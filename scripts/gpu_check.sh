@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call on the GPU machine: build in place, run the GPU tests, a compute-sanitizer
 # subset and the benchmarks, writing every log under $OUT. Usage:
-#   bash scripts/gpu_check.sh [STEPS]      STEPS: comma list of build,diag,tests,sanitize,bench,replay
+#   bash scripts/gpu_check.sh [STEPS]      STEPS: comma list of build,diag,tests,sanitize,bench,
+#                                          decode_bench,extend_bench,replay
 #                                          (default: all of them)
 # PYTEST_ARGS narrows the tests (e.g. "-k decode"); BENCH_ARGS is passed to bench_mixed.py.
 # MIXED_ATTN_COMMIT names the commit in the benchmark tables (.git does not travel).
@@ -40,6 +41,13 @@ if has bench && [ -f benchmarks/bench_mixed.py ]; then
     > "$OUT/bench.log" 2>&1 || status=1
   tail -40 "$OUT/bench.log"
 fi
+for kernel in decode extend; do
+  if has "${kernel}_bench" && [ -f "benchmarks/bench_${kernel}.py" ]; then
+    timeout 240 python3 "benchmarks/bench_${kernel}.py" --json "$OUT/bench_${kernel}.json" \
+      > "$OUT/bench_${kernel}.log" 2>&1 || status=1
+    tail -25 "$OUT/bench_${kernel}.log"
+  fi
+done
 if has replay && [ -f benchmarks/serve_replay.py ]; then
   timeout ${REPLAY_TIMEOUT:-150} python3 benchmarks/serve_replay.py ${REPLAY_ARGS:-} \
     --markdown "$OUT/replay.md" --json "$OUT/replay.json" > "$OUT/replay.log" 2>&1 || status=1

@@ -220,8 +220,8 @@ void save_impl(const SaveKVParams& p) {
         KT* vd = vc + page * p.vc_stride_page + slot * p.vc_stride_slot + h * p.vc_stride_head;
         for (int d = 0; d < p.head_dim; ++d) {
           // Same-dtype caches copy the bits; fp8 stores x / scale, saturated.
-          kd[d] = fp8 ? from_float<KT>(to_float(ks[d]) * p.inv_k_scale) : from_float<KT>(to_float(ks[d]));
-          vd[d] = fp8 ? from_float<KT>(to_float(vs[d]) * p.inv_v_scale) : from_float<KT>(to_float(vs[d]));
+          kd[d] = fp8 ? from_float<KT>(to_float(ks[d]) / p.k_scale) : from_float<KT>(to_float(ks[d]));
+          vd[d] = fp8 ? from_float<KT>(to_float(vs[d]) / p.v_scale) : from_float<KT>(to_float(vs[d]));
         }
       }
     }

@@ -41,6 +41,8 @@ std::string check_config(const PlanConfig& c) {
     return cat("fixed_split_tokens must be >= 1, got ", c.fixed_split_tokens);
   if (c.max_splits_per_row < 1)
     return cat("max_splits_per_row must be >= 1, got ", c.max_splits_per_row);
+  if (c.min_split_tokens < 1) return cat("min_split_tokens must be >= 1, got ", c.min_split_tokens);
+  if (c.ctas_per_sm < 1) return cat("ctas_per_sm must be >= 1, got ", c.ctas_per_sm);
   if (c.extend_tile_tokens < 1)
     return cat("extend_tile_tokens must be >= 1, got ", c.extend_tile_tokens);
   return {};

@@ -219,8 +219,8 @@ ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q) {
     s.vc_stride_slot = a.v_cache.stride(1);
     s.vc_stride_head = a.v_cache.stride(2);
     s.kv_indices = c.kv_indices;
-    s.inv_k_scale = fp8 ? float(1.0 / a.k_scale) : 1.f;
-    s.inv_v_scale = fp8 ? float(1.0 / a.v_scale) : 1.f;
+    s.k_scale = fp8 ? float(a.k_scale) : 1.f;
+    s.v_scale = fp8 ? float(a.v_scale) : 1.f;
     s.num_kv_heads = int32_t(Hkv);
     s.head_dim = int32_t(D);
     s.page_size = int32_t(page);

@@ -29,7 +29,8 @@ std::vector<int64_t> plan_op(const at::Tensor& qo_indptr, const at::Tensor& kv_i
                              int64_t page_size, int64_t num_qo_heads, int64_t num_kv_heads,
                              int64_t head_dim, int64_t window_left, int64_t mode, int64_t num_sms,
                              bool deterministic, int64_t fixed_split_tokens,
-                             int64_t max_splits_per_row, int64_t extend_tile_tokens) {
+                             int64_t max_splits_per_row, int64_t extend_tile_tokens,
+                             int64_t min_split_tokens, int64_t ctas_per_sm) {
   check_host_int32(qo_indptr, "qo_indptr", -1);
   TORCH_CHECK(qo_indptr.numel() >= 2, "mixed_attn.plan: qo_indptr needs at least 2 entries (one row), got ",
               qo_indptr.numel());
@@ -52,6 +53,8 @@ std::vector<int64_t> plan_op(const at::Tensor& qo_indptr, const at::Tensor& kv_i
   cfg.fixed_split_tokens = int32_t(fixed_split_tokens);
   cfg.max_splits_per_row = int32_t(max_splits_per_row);
   cfg.extend_tile_tokens = int32_t(extend_tile_tokens);
+  cfg.min_split_tokens = int32_t(min_split_tokens);
+  cfg.ctas_per_sm = int32_t(ctas_per_sm);
   cfg.meta_capacity = meta_out.numel();
   PlanInputs in{qo_indptr.data_ptr<int32_t>(), kv_indptr.data_ptr<int32_t>(),
                 seq_lens.data_ptr<int32_t>(), int32_t(B)};

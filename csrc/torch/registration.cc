@@ -11,7 +11,8 @@ TORCH_LIBRARY(mixed_attn, m) {
       "plan(Tensor qo_indptr, Tensor kv_indptr, Tensor seq_lens, Tensor(a!) meta_out, "
       "int page_size, int num_qo_heads, int num_kv_heads, int head_dim, int window_left, "
       "int mode, int num_sms, bool deterministic, int fixed_split_tokens, "
-      "int max_splits_per_row, int extend_tile_tokens) -> int[]");
+      "int max_splits_per_row, int extend_tile_tokens, int min_split_tokens=256, "
+      "int ctas_per_sm=2) -> int[]");
 
   // The whole mixed step of one layer: KV save (when k and v are given), the
   // extend rows through the extend kernel, the decode rows through the split-KV

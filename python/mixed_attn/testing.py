@@ -74,3 +74,35 @@ def make_batch(extend_lens, prefix_lens, num_qo_heads, num_kv_heads, head_dim, p
 def poison_like(x):
     """An output buffer filled with NaN, so an element the kernel forgot to write fails."""
     return torch.full_like(x, float("nan"))
+
+
+class OpPlan:
+    """A plan made through the public op with every policy knob exposed, for kernel-level tests
+    and micro-benchmarks: `info` (plan_info), `meta` (device metadata), `meta_host` (a host copy
+    for inspection), and the counts tests look at."""
+
+    def __init__(self, qo_indptr, kv_indptr, seq_lens, page_size, num_qo_heads, num_kv_heads,
+                 head_dim, device="cuda", **policy):
+        from .plan_info import field
+        from .wrapper import MixedAttention
+
+        qo = torch.as_tensor(qo_indptr, dtype=torch.int32)
+        self.wrapper = MixedAttention(num_qo_heads, num_kv_heads, head_dim, page_size, device=device,
+                                      max_batch=qo.numel() - 1, max_tokens=int(qo[-1]), **policy)
+        self.info = self.wrapper.plan(qo, kv_indptr, seq_lens)
+        self.meta = self.wrapper.plan_meta
+        self.meta_host = self.meta[: field(self.info, "meta_len")].cpu()
+        self.num_partials = field(self.info, "num_partials")
+        self.max_splits = field(self.info, "max_splits")
+        self.num_decode_rows = field(self.info, "num_decode_rows")
+
+
+def op_forward(plan, q, k_cache, v_cache, kv_indices, out, lse=None, sinks=None, partial_out=None,
+               partial_lse=None, sm_scale=None, logit_cap=0.0, window_left=-1, k_scale=1.0,
+               v_scale=1.0, k=None, v=None):
+    """torch.ops.mixed_attn.forward on an OpPlan, with caller-owned arena slices."""
+    if sm_scale is None:
+        sm_scale = q.shape[-1] ** -0.5
+    torch.ops.mixed_attn.forward(q, k, v, k_cache, v_cache, kv_indices, plan.meta, plan.info,
+                                 partial_out, partial_lse, out, lse, sinks, sm_scale, logit_cap,
+                                 window_left, k_scale, v_scale)

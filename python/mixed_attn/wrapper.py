@@ -62,12 +62,16 @@ class MixedAttention:
         mode: "split" (default) or "fold". MIXED_ATTN_SPLIT_DISPATCH=0 forces "fold".
         max_splits_per_row: cap of the SM-aware split policy; sizes the arena.
         num_sms: streaming multiprocessors the split policy fills (read off the GPU by default).
+        min_split_tokens, ctas_per_sm: the SM-aware policy never splits finer than
+            min_split_tokens keys and aims for ctas_per_sm decode CTAs per SM.
+        validate: check page ids on the host before each run (syncs; for debugging).
     """
 
     def __init__(self, num_qo_heads, num_kv_heads, head_dim, page_size, device="cuda",
                  q_dtype=torch.bfloat16, kv_dtype=None, max_batch=256, max_tokens=16384,
                  window_left=-1, logit_cap=0.0, sm_scale=None, deterministic=False, mode="split",
-                 max_splits_per_row=32, fixed_split_tokens=2048, num_sms=None, validate=False):
+                 max_splits_per_row=32, fixed_split_tokens=2048, num_sms=None, validate=False,
+                 min_split_tokens=256, ctas_per_sm=2):
         if mode not in _MODES:
             raise ValueError(f"mixed_attn: mode must be 'split' or 'fold', got {mode!r}")
         if num_qo_heads % num_kv_heads != 0:
@@ -86,6 +90,7 @@ class MixedAttention:
         self.deterministic = bool(deterministic)
         self.fixed_split_tokens = int(fixed_split_tokens)
         self.max_splits_per_row = int(max_splits_per_row)
+        self.min_split_tokens, self.ctas_per_sm = int(min_split_tokens), int(ctas_per_sm)
         self.validate = validate
         self.forced_fold = mode == "split" and not split_dispatch_enabled()
         self.mode = "fold" if self.forced_fold else mode
@@ -150,7 +155,8 @@ class MixedAttention:
         info = torch.ops.mixed_attn.plan(
             qo, kv, sl, host, self.page_size, self.num_qo_heads, self.num_kv_heads,
             self.head_dim, self.window_left, _MODES[self.mode], self.num_sms, self.deterministic,
-            self.fixed_split_tokens, self.max_splits_per_row, self.extend_tile_tokens)
+            self.fixed_split_tokens, self.max_splits_per_row, self.extend_tile_tokens,
+            self.min_split_tokens, self.ctas_per_sm)
         n = _pi.field(info, "meta_len")
         need = _pi.field(info, "num_partials")
         if self.mode == "split" and need > self.arena_slots:

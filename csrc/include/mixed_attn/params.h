@@ -79,8 +79,8 @@ struct SaveKVParams {
   int64_t kc_stride_page, kc_stride_slot, kc_stride_head;
   int64_t vc_stride_page, vc_stride_slot, vc_stride_head;
   const int32_t* kv_indices;
-  float inv_k_scale;         // fp8 cache stores k / k_scale
-  float inv_v_scale;
+  float k_scale;             // fp8 cache stores k / k_scale (a true division, as the reference)
+  float v_scale;
   int32_t num_kv_heads, head_dim, page_size;
   DType src_dtype, kv_dtype;
   PlanView plan;

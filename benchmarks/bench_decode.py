@@ -1,0 +1,132 @@
+"""Split-KV decode micro-benchmark: time per case as a fraction of the memory floor.
+
+Method. One process, one GPU. Ceilings measured first, in the same process:
+  copy  = 2 * bytes / time of a device-to-device copy of a 2 GiB bf16 buffer
+          (read + write bytes, the figure baselines.md calls copy bandwidth),
+  read  = bytes / time of a read-only streaming kernel (16-byte loads) over 4 GiB.
+Each case: random bf16 q and paged KV cache (page 16, pages scattered by a random
+permutation), one plan (host planner, the policy named in the row), then
+launch_decode timed with CUDA events: 10 warm-up calls, median of 50. The KV
+working set (>= 1 GiB) is far beyond the 50 MB L2, so no rotation is needed.
+KV bytes = sum over decode rows of seq_len * Hkv * D * 2 (K and V) * 2 bytes.
+floor = KV bytes / ceiling; the printed fractions are floor / time (1.0 = at
+the ceiling). The merge kernel, when the plan splits rows, is inside the time.
+
+Measured on an H200 (2026-11-30, final config: 4 warps, 96 KB ring; default
+policy sm2; floor/time against copy | read-only):
+  H  128 rows @4k, 32/8/128:  0.532 ms  0.963 | 0.907   (another machine: 0.506 ms, 1.007 | 0.941)
+  L   32 rows @32k, 32/8/128: 1.066 ms  0.961 | 0.905   (sm4bal 1.008 ms, 1.016 | 0.957)
+  F  128 rows @8k,  8/1/128:  0.184 ms  0.694 | 0.654   (sm4bal 0.164 ms, 0.782 | 0.736)
+  G   64 rows @4k, 16/8/256:  0.584 ms  0.877 | 0.826   (sm1 0.560 ms, 0.915 | 0.862)
+
+The "bal" rows above came from a planner experiment (equal split lengths) that the planner does
+not have; they are kept as notes for the policy work.
+
+Usage: python benchmarks/bench_decode.py [--cases H,L,F,G] [--policies sm2,det2048] [--json out.json]
+"""
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "python"))
+from common import measure_ceilings  # noqa: E402
+from mixed_attn.testing import OpPlan, op_forward  # noqa: E402
+
+CASES = {
+    "H": dict(rows=128, seq=4096, Hq=32, Hkv=8, D=128),
+    "L": dict(rows=32, seq=32768, Hq=32, Hkv=8, D=128),  # 32 rows at 32k
+    "F": dict(rows=128, seq=8192, Hq=8, Hkv=1, D=128),
+    "G": dict(rows=64, seq=4096, Hq=16, Hkv=8, D=256),
+}
+POLICIES = [
+    ("sm2", dict(ctas_per_sm=2)),  # the planner's default
+    ("sm1", dict(ctas_per_sm=1)),
+    ("sm4", dict(ctas_per_sm=4)),
+    ("det2048", dict(deterministic=True, fixed_split_tokens=2048)),
+]
+
+
+def time_ms(fn, warmup=10, iters=50):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def ceilings():
+    c = measure_ceilings("cuda")
+    return c["copy_tbs"] * 1e12, c["read_tbs"] * 1e12
+
+
+def make_case(rows, seq, Hq, Hkv, D, page=16, gen=None):
+    pages_per_row = (seq + page - 1) // page
+    total = rows * pages_per_row
+    kv_indices = torch.randperm(total, generator=gen).to(torch.int32).cuda()
+    k_cache = torch.randn(total, page, Hkv, D, device="cuda", dtype=torch.bfloat16)
+    v_cache = torch.randn(total, page, Hkv, D, device="cuda", dtype=torch.bfloat16)
+    q = torch.randn(rows, Hq, D, device="cuda", dtype=torch.bfloat16)
+    qo = torch.arange(rows + 1, dtype=torch.int32)
+    kvp = torch.arange(rows + 1, dtype=torch.int32) * pages_per_row
+    lens = [seq] * rows
+    return q, k_cache, v_cache, kv_indices, qo, kvp, lens
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", default="H,L,F,G")
+    ap.add_argument("--policies", default=",".join(n for n, _ in POLICIES))
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    copy_bw, read_bw = ceilings()
+    print(f"ceilings: copy {copy_bw / 1e12:.3f} TB/s (read+write), read-only {read_bw / 1e12:.3f} TB/s",
+          flush=True)
+    results = []
+    for name in args.cases.split(","):
+        c = CASES[name]
+        q, kc, vc, kvi, qo, kvp, lens = make_case(**c)
+        kv_bytes = sum(lens) * c["Hkv"] * c["D"] * 2 * 2
+        out = torch.empty_like(q)
+        lse = torch.empty(q.shape[0], c["Hq"], device="cuda")
+        for pname, pkw in POLICIES:
+            if pname not in args.policies.split(","):
+                continue
+            plan = OpPlan(qo, kvp, lens, 16, c["Hq"], c["Hkv"], c["D"], **pkw)
+            slots = max(plan.num_partials, 1)
+            po = torch.empty(slots, c["Hq"], c["D"], device="cuda")
+            pl = torch.empty(slots, c["Hq"], device="cuda")
+
+            def run():
+                op_forward(plan, q, kc, vc, kvi, out, lse, None, po, pl)
+
+            t = time_ms(run)
+            r = dict(case=name, policy=pname, splits=plan.max_splits, partials=plan.num_partials,
+                     ms=t, tbps=kv_bytes / (t * 1e-3) / 1e12,
+                     frac_copy=kv_bytes / copy_bw / (t * 1e-3), frac_read=kv_bytes / read_bw / (t * 1e-3))
+            results.append(r)
+            print(f"{name:2s} {pname:8s} splits/row<={r['splits']:3d} partials={r['partials']:5d} "
+                  f"{t:.4f} ms  {r['tbps']:.3f} TB/s  floor/time: copy {r['frac_copy']:.3f}  "
+                  f"read {r['frac_read']:.3f}", flush=True)
+        del q, kc, vc, out
+        torch.cuda.empty_cache()
+    if args.json:
+        Path(args.json).write_text(json.dumps(dict(copy_bw=copy_bw, read_bw=read_bw, results=results),
+                                              indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Micro-benchmark of the CUDA extend kernel against the bf16 matmul rate.
+
+Method: one process; the ceiling is a bf16 8192^3 torch.matmul on random data,
+timed the same way in the same run. Each case: one extend row (pages of 16
+tokens scattered at random over the cache, random bf16 data), the plan made
+once by the real planner, then the kernel alone timed with
+triton.testing.do_bench (median, warm-up first) when triton is there, else
+CUDA events over 50 launches after 10 warm-up launches.
+FLOPs = 4 * D * Hq * (query, key) pairs attended (causal, no window).
+Prints TFLOP/s and the fraction of the matmul rate per case.
+
+The kernel is reached through the test shim (see tests/test_cuda_extend.py):
+set MA_EXTEND_LIB to a prebuilt library, or it is compiled here with nvcc.
+"""
+
+import argparse
+import os
+import sys
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from test_cuda_extend import ExtendLib, build_library  # noqa: E402
+
+# name: (new tokens, prefix, Hq, Hkv, D)
+CASES = {
+    "B": (4096, 4096, 32, 8, 128),
+    "D": (1024, 16384, 32, 8, 128),
+    "B-d64": (4096, 4096, 32, 8, 64),
+    "D-d64": (1024, 16384, 32, 8, 64),
+    "B-d256": (4096, 4096, 16, 8, 256),
+    "D-d256": (1024, 16384, 16, 8, 256),
+}
+
+
+def bench_ms(fn):
+    try:
+        import triton.testing
+
+        return triton.testing.do_bench(fn, warmup=100, rep=400, return_mode="median")
+    except ImportError:
+        for _ in range(10):
+            fn()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        times = []
+        for _ in range(50):
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        return sorted(times)[len(times) // 2]
+
+
+def matmul_tflops(n=8192):
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    ms = bench_ms(lambda: a @ b)
+    return 2 * n**3 / ms / 1e9
+
+
+def run_case(lib, name, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfloat16, fp8=False):
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    seq = prefix + ext
+    pages = (seq + page_size - 1) // page_size
+    num_pages = pages + 64
+    kv_dtype = torch.float8_e4m3fn if fp8 else q_dtype
+    k_cache = torch.randn(num_pages, page_size, hkv, d, device="cuda", generator=gen).to(kv_dtype)
+    v_cache = torch.randn(num_pages, page_size, hkv, d, device="cuda", generator=gen).to(kv_dtype)
+    kv_indices = torch.randperm(num_pages, device="cuda", generator=gen)[:pages].to(torch.int32)
+    q = torch.randn(ext, hq, d, device="cuda", generator=gen).to(q_dtype)
+    out = torch.empty_like(q)
+    info, meta = lib.plan([0, ext], [0, pages], [seq], page_size, hq, hkv, d)
+    fn = lambda: lib.run(info, meta, q, k_cache, v_cache, kv_indices, out)  # noqa: E731
+    fn()
+    torch.cuda.synchronize()
+    ms = bench_ms(fn)
+    pairs = sum(prefix + i + 1 for i in range(ext))
+    flops = 4 * d * hq * pairs
+    return ms, flops / ms / 1e9
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--fp8", action="store_true", help="also time the fp8-cache variant of each case")
+    args = ap.parse_args()
+    path = os.environ.get("MA_EXTEND_LIB") or build_library()
+    lib = ExtendLib(path)
+    props = torch.cuda.get_device_properties(0)
+    mm = matmul_tflops()
+    print(f"device: {props.name}, {props.multi_processor_count} SMs; bf16 8192^3 matmul {mm:.1f} TFLOP/s")
+    rows = []
+    for name in args.cases.split(","):
+        ext, prefix, hq, hkv, d = CASES[name]
+        variants = [False, True] if args.fp8 else [False]
+        for fp8 in variants:
+            ms, tf = run_case(lib, name, ext, prefix, hq, hkv, d, fp8=fp8)
+            label = name + ("-fp8" if fp8 else "")
+            rows.append((label, ext, prefix, f"{hq}/{hkv}/{d}", ms, tf, tf / mm))
+    print(f"{'case':10s} {'new':>6s} {'prefix':>7s} {'Hq/Hkv/D':>10s} {'ms':>8s} {'TFLOP/s':>8s} {'of mm':>6s}")
+    for label, ext, prefix, shape, ms, tf, frac in rows:
+        print(f"{label:10s} {ext:6d} {prefix:7d} {shape:>10s} {ms:8.3f} {tf:8.1f} {frac:6.1%}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""Builds several tile shapes of the extend kernel and, for each, runs the tests and the benchmark.
+
+Used to choose the defaults of ExtendTraits (csrc/cuda/extend_kernel.cuh) in one device call:
+  python3 benchmarks/sweep_extend.py OUT_DIR [v0,w1,...]   (about 30 s per variant after the build)
+Each variant is a set of -DMA_EXTEND_D{64,128,256}_{W,MT,BN,ST,QR,WG} flags (warps, m16 tiles per
+warp, keys per K/V tile, pipeline stages, Q in registers, wgmma on sm_90a).
+
+Measured on an H200 (2026-11-30, one call, median ms of one extend row, bf16, page 16;
+B = 4096 new over 4096, D = 1024 new over 16384, Hq/Hkv 32/8; matmul 686-708 TFLOP/s):
+  variant  B d128  D d128  B d64  D d64  B d256  D d256   tests
+  v0       1.876   1.291   1.141  0.805  2.161   1.533    87 passed  (v0 = the defaults then)
+  v1       1.989   1.354   1.100  0.786  2.690   1.898    87 passed
+  v2       1.860   1.274   0.973  0.684  2.175   1.543    87 passed  -> head dim 64 default
+  w1/w2/w3 (wgmma, first version) failed the tests: ptxas reused the registers of Q (kept
+           live across the K/V loop as wgmma A operands) for P; Q now goes through shared
+           memory (WgmmaSS). Their times (1.87 / 1.26 ms on B / D at d128) matched v0, so the
+           plain wgmma swap alone does not buy speed: the loop is bound elsewhere (softmax,
+           the barrier per tile, page-id loads on the critical path: see p0).
+The w*, p* variants were written after that call and are not yet run on a GPU.
+"""
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from test_cuda_extend import build_library  # noqa: E402
+
+
+def shape_flags(d, w, mt, bn, st, qr, wg=0):
+    return [f"-DMA_EXTEND_D{d}_W={w}", f"-DMA_EXTEND_D{d}_MT={mt}", f"-DMA_EXTEND_D{d}_BN={bn}",
+            f"-DMA_EXTEND_D{d}_ST={st}", f"-DMA_EXTEND_D{d}_QR={qr}", f"-DMA_EXTEND_D{d}_WG={wg}"]
+
+
+VARIANTS = {
+    "v0": {},  # the defaults in extend_kernel.cuh
+    "v1": {64: (4, 2, 32, 3, 0), 128: (4, 2, 32, 3, 0), 256: (4, 1, 32, 2, 0)},
+    "v2": {64: (4, 2, 64, 3, 0), 128: (4, 2, 64, 2, 0), 256: (8, 1, 32, 3, 0)},
+    "v3": {64: (8, 2, 64, 2, 0), 128: (8, 2, 32, 2, 0), 256: (8, 1, 64, 2, 0)},
+    "v4": {64: (8, 1, 64, 2, 1), 128: (8, 1, 32, 4, 1), 256: (8, 1, 16, 4, 0)},
+    # wgmma (sm_90a): Q and K from shared memory, P from registers.
+    "w1": {64: (8, 1, 64, 3, 0, 1), 128: (8, 1, 64, 3, 0, 1), 256: (8, 1, 64, 2, 0, 1)},
+    "w2": {64: (8, 1, 128, 3, 0, 1), 128: (8, 1, 128, 2, 0, 1)},
+    "w3": {64: (4, 1, 64, 3, 0, 1), 128: (4, 1, 64, 2, 0, 1)},
+    # page ids read one K/V tile ahead (MA_EXTEND_PREFETCH_PAGES)
+    "p0": {"extra": ["-DMA_EXTEND_PREFETCH_PAGES=1"]},
+    "pw1": {64: (8, 1, 64, 3, 0, 1), 128: (8, 1, 64, 3, 0, 1), 256: (8, 1, 64, 2, 0, 1),
+            "extra": ["-DMA_EXTEND_PREFETCH_PAGES=1"]},
+}
+
+
+def main():
+    out = sys.argv[1]
+    names = sys.argv[2].split(",") if len(sys.argv) > 2 else list(VARIANTS)
+
+    def build(name):
+        v = VARIANTS[name]
+        flags = [f for d, shape in v.items() if d != "extra" for f in shape_flags(d, *shape)]
+        flags += v.get("extra", [])
+        try:
+            return name, build_library(f"/tmp/sweep_{name}", extra_flags=flags), ""
+        except Exception as e:  # noqa: BLE001
+            return name, None, str(e)[-3000:]
+
+    with ThreadPoolExecutor(len(names)) as ex:
+        libs = list(ex.map(build, names))
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    for name, lib, err in libs:
+        print(f"==== {name} {VARIANTS[name]}", flush=True)
+        if lib is None:
+            print("BUILD FAILED\n" + err, flush=True)
+            continue
+        env["MA_EXTEND_LIB"] = lib
+        subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks/bench_extend.py")] +
+                       (["--fp8"] if name in ("v0", "w1", "p0", "pw1") else []), env=env, timeout=120)
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                            os.path.join(ROOT, "tests/test_cuda_extend.py")], env=env, timeout=120,
+                           capture_output=True, text=True)
+        with open(os.path.join(out, "tests.log"), "a") as f:
+            f.write(f"==== {name}\n{r.stdout}\n{r.stderr}\n")
+        print("tests:", r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr[-500:], flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+// launch_decode: checks what the kernels assume, then dispatches on head_dim.
+#include <cstdlib>
+
+#include "cuda/launch.h"
+#include "decode_common.cuh"
+
+namespace mixed_attn::gpu {
+namespace decode {
+template <int D>
+const char* launch_decode_head_dim(const DecodeParams& p, bool portable, gpuStream_t stream);
+}  // namespace decode
+
+namespace {
+
+// MIXED_ATTN_DECODE_PORTABLE=1 runs the matrix-free stage 1 (read once): the
+// tests use it as an independent second implementation on CUDA.
+bool use_portable_kernel() {
+#if defined(MA_HIP)
+  return true;
+#else
+  static const bool portable = [] {
+    const char* v = std::getenv("MIXED_ATTN_DECODE_PORTABLE");
+    return v != nullptr && v[0] == '1';
+  }();
+  return portable;
+#endif
+}
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
+
+}  // namespace
+
+const char* launch_decode(const DecodeParams& p, void* stream) {
+  const AttentionCommon& a = p.attn;
+  if (a.plan.num_decode_rows == 0) return nullptr;
+  if (a.q_dtype != DType::kBFloat16 && a.q_dtype != DType::kFloat16)
+    return "decode: q must be bfloat16 or float16";
+  if (a.kv_dtype != a.q_dtype && a.kv_dtype != DType::kFloat8E4M3)
+    return "decode: the KV cache must have q's dtype or float8_e4m3fn";
+  if (a.num_kv_heads < 1 || a.num_qo_heads % a.num_kv_heads != 0)
+    return "decode: num_qo_heads must be a multiple of num_kv_heads";
+  if (a.plan.num_decode_rows > 65535) return "decode: more than 65535 decode rows in one plan";
+  if (int64_t(a.num_kv_heads) * ((a.num_qo_heads / a.num_kv_heads + 15) / 16) > 65535)
+    return "decode: too many kv heads";
+  if (a.plan.max_splits > 1 && (p.partial_out == nullptr || p.partial_lse == nullptr))
+    return "decode: the plan splits rows but no arena (partial_out / partial_lse) was given";
+  // 16-byte vector accesses: q rows, cache rows and output runs must be aligned.
+  const int64_t kv_align = a.kv_dtype == DType::kFloat8E4M3 ? 16 : 8;
+  if (!aligned16(a.q) || !aligned16(a.k_cache) || !aligned16(a.v_cache) || !aligned16(a.out) ||
+      a.q_stride_token % 8 || a.q_stride_head % 8 || a.out_stride_token % 4 ||
+      a.out_stride_head % 4 || a.k_stride_page % kv_align || a.k_stride_slot % kv_align ||
+      a.k_stride_head % kv_align || a.v_stride_page % kv_align || a.v_stride_slot % kv_align ||
+      a.v_stride_head % kv_align)
+    return "decode: q, out and the KV cache need 16-byte aligned rows";
+  const bool portable = use_portable_kernel();
+  const gpuStream_t s = static_cast<gpuStream_t>(stream);
+  switch (a.head_dim) {
+    case 64: return decode::launch_decode_head_dim<64>(p, portable, s);
+    case 128: return decode::launch_decode_head_dim<128>(p, portable, s);
+    case 256: return decode::launch_decode_head_dim<256>(p, portable, s);
+    default: return "decode: head_dim must be 64, 128 or 256";
+  }
+}
+
+}  // namespace mixed_attn::gpu

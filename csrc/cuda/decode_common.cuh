@@ -1,0 +1,219 @@
+// Pieces shared by every split-KV decode kernel (CUDA and HIP): the per-CTA
+// view of one (decode row, split), element conversions, the finalisation of a
+// head's output (partial into the arena, or the final output for a row with a
+// single split), and the merge kernel.
+//
+// Units: inside the kernels scores live in the log2 domain (score * log2 e), so
+// every exponential is an exp2; LSEs leave the kernels in natural log units.
+#pragma once
+#include <cstdint>
+#include <type_traits>
+
+#include "mixed_attn/compat.h"
+#include "mixed_attn/params.h"
+
+namespace mixed_attn::gpu::decode {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// Derived per-launch constants, computed once on the host.
+struct DecodeConsts {
+  int32_t head_blocks;  // ceil(group / 16): query heads of one kv head are served 16 at a time
+  int32_t group;        // Hq / Hkv
+  int32_t page_shift;   // log2(page_size) when it is a power of two, else -1
+  int32_t page_mask;    // page_size - 1 (power of two only)
+  float score_scale;    // no cap: score_log2 = (q.k_raw) * score_scale
+  float cap_inner;      // cap: score_log2 = cap_outer * tanh((q.k_raw) * cap_inner)
+  float cap_outer;
+  bool has_cap;
+};
+
+inline DecodeConsts make_consts(const AttentionCommon& a) {
+  DecodeConsts c{};
+  c.group = a.num_qo_heads / a.num_kv_heads;
+  c.head_blocks = (c.group + 15) / 16;
+  c.page_shift = -1;
+  c.page_mask = 0;
+  if ((a.page_size & (a.page_size - 1)) == 0) {
+    int s = 0;
+    while ((1 << s) < a.page_size) ++s;
+    c.page_shift = s;
+    c.page_mask = a.page_size - 1;
+  }
+  const float k_scale = a.kv_dtype == DType::kFloat8E4M3 ? a.k_scale : 1.0f;
+  c.has_cap = a.logit_cap > 0.0f;
+  c.score_scale = a.sm_scale * k_scale * kLog2e;
+  c.cap_inner = c.has_cap ? a.sm_scale * k_scale / a.logit_cap : 0.0f;
+  c.cap_outer = c.has_cap ? a.logit_cap * kLog2e : 0.0f;
+  return c;
+}
+
+// What one CTA needs to know about its (decode row, split).
+struct SplitView {
+  int32_t token;        // index of the row's single query token in q / out
+  int32_t seq_len;
+  int32_t key_begin;    // first key of this split
+  int32_t key_end;      // one past its last key
+  int32_t visible_begin;// first key the query sees (window); earlier keys are masked
+  int32_t num_splits;   // splits of this row: 1 means this CTA writes the final output
+  int32_t slot;         // arena slot of this split
+  const int32_t* pages; // the row's page list (kv_indices + kv_indptr[row])
+};
+
+// Fills `v` for split `s` of decode row `d`; false when the row has fewer splits
+// (the grid is sized by the longest row).
+__device__ __forceinline__ bool load_split_view(const AttentionCommon& a, int d, int s,
+                                                SplitView& v) {
+  const PlanView& plan = a.plan;
+  const int32_t first_slot = plan.decode_split_indptr[d];
+  const int32_t n = plan.decode_split_indptr[d + 1] - first_slot;
+  if (s >= n) return false;
+  const int32_t row = plan.decode_rows[d];
+  v.seq_len = plan.seq_lens[row];
+  const int32_t chunk = plan.decode_chunk_tokens[d];
+  v.key_begin = plan.decode_kv_start[d] + s * chunk;
+  v.key_end = min(v.key_begin + chunk, v.seq_len);
+  v.visible_begin = a.window_left >= 0 ? max(0, v.seq_len - 1 - a.window_left) : 0;
+  v.num_splits = n;
+  v.slot = first_slot + s;
+  v.token = plan.qo_indptr[row];
+  v.pages = a.kv_indices + plan.kv_indptr[row];
+  return true;
+}
+
+__device__ __forceinline__ int32_t page_of_key(const SplitView& v, const DecodeConsts& c,
+                                               int32_t page_size, int32_t key, int32_t& slot) {
+  if (c.page_shift >= 0) {
+    slot = key & c.page_mask;
+    return v.pages[key >> c.page_shift];
+  }
+  slot = key % page_size;
+  return v.pages[key / page_size];
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+#if defined(MA_CUDA)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return exp2f(x);
+#endif
+}
+
+// tanh through one exp2: 1 - 2 / (e^{2x} + 1). Absolute error ~1e-7, which is
+// what matters once the result is multiplied by the cap.
+__device__ __forceinline__ float capped_score(float raw, const DecodeConsts& c) {
+  if (!c.has_cap) return raw * c.score_scale;
+  const float e = fast_exp2(raw * c.cap_inner * (2.0f * kLog2e));
+  return c.cap_outer * (1.0f - __fdividef(2.0f, e + 1.0f));
+}
+
+// Through compat.h's conversions: they also cover ROCm's older bf16 class.
+template <typename T>
+__device__ __forceinline__ float to_float(T x) { return ma_to_float(x); }
+template <typename T>
+__device__ __forceinline__ T from_float(float x) { return ma_from_float<T>(x); }
+
+// e4m3fn byte -> float, exact (portable path; the tensor-core path converts in pairs).
+__device__ __forceinline__ float e4m3_to_float(uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  float v;
+  if (e == 0) v = ldexpf(float(m), -9);
+  else if (e == 15 && m == 7) v = __int_as_float(0x7fc00000);
+  else v = ldexpf(float(8 + m), e - 10);
+  return (b & 0x80) ? -v : v;
+}
+
+// Writes 4 consecutive output values of head `hq` of a row (q dtype).
+template <typename OutT>
+__device__ __forceinline__ void store_out4(OutT* dst, const float (&v)[4]) {
+  union { OutT h[4]; uint2 u; } pack;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) pack.h[i] = from_float<OutT>(v[i]);
+  *reinterpret_cast<uint2*>(dst) = pack.u;
+}
+
+// Stage-2 merge: one warp per (decode row, q head) of rows with more than one
+// split. Reads the row's splits in order (so the result does not depend on the
+// launch), adds the sink once, writes out (q dtype) and lse.
+template <int D, typename OutT>
+__global__ void decode_merge_kernel(const DecodeParams p) {
+  constexpr int kVec = D / kWarpSize;  // floats per lane
+  static_assert(kVec >= 1, "head_dim must be at least the warp width");
+  const AttentionCommon& a = p.attn;
+  const int warps = blockDim.x / kWarpSize;
+  const int item = blockIdx.x * warps + threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  const int Hq = a.num_qo_heads;
+  if (item >= a.plan.num_decode_rows * Hq) return;
+  const int d = item / Hq, h = item % Hq;
+  const int first = a.plan.decode_split_indptr[d];
+  const int n = a.plan.decode_split_indptr[d + 1] - first;
+  if (n <= 1) return;  // stage 1 wrote this row directly
+  const int token = a.plan.qo_indptr[a.plan.decode_rows[d]];
+
+  float m = -INFINITY;
+  for (int s = 0; s < n; ++s) m = fmaxf(m, p.partial_lse[int64_t(first + s) * Hq + h]);
+  const float sink = a.maybe_sinks ? a.maybe_sinks[h] : -INFINITY;
+  m = fmaxf(m, sink);
+  float acc[kVec];
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) acc[i] = 0.0f;
+  float denom = 0.0f;
+  for (int s = 0; s < n; ++s) {
+    const float lse = p.partial_lse[int64_t(first + s) * Hq + h];
+    const float w = lse == -INFINITY ? 0.0f : expf(lse - m);
+    denom += w;
+    const float* src = p.partial_out + (int64_t(first + s) * Hq + h) * D + lane * kVec;
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) acc[i] += w * src[i];
+  }
+  if (a.maybe_sinks) denom += expf(sink - m);
+  const float inv = 1.0f / denom;
+  OutT* dst = static_cast<OutT*>(a.out) + int64_t(token) * a.out_stride_token +
+              int64_t(h) * a.out_stride_head + lane * kVec;
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) dst[i] = from_float<OutT>(acc[i] * inv);
+  if (a.maybe_lse != nullptr && lane == 0)
+    a.maybe_lse[int64_t(token) * a.lse_stride_token + h] = m + logf(denom);
+}
+
+}  // namespace mixed_attn::gpu::decode
+
+namespace mixed_attn::gpu::decode {
+
+// Combines the states of `parts` independent key subsets of one head (max m_w
+// in log2 units, sum l_w, unnormalised output o_w) into weights f_w such that
+// the head's output is sum_w f_w * o_w. For a row with one split (`final_out`)
+// the sink joins the denominator here and lse is the row's LSE; otherwise the
+// result is the split's partial (no sink; -inf and zero weights if no key).
+// The parts are visited in a fixed order: the result does not depend on timing.
+template <int kParts>
+__device__ __forceinline__ void combine_parts(const float* m_parts, const float* l_parts,
+                                              int stride, bool final_out, float sink_log2,
+                                              float v_scale, float (&f)[kParts], float& lse) {
+  float m = final_out ? sink_log2 : -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kParts; ++w) m = fmaxf(m, m_parts[w * stride]);
+  if (m == -INFINITY) {
+#pragma unroll
+    for (int w = 0; w < kParts; ++w) f[w] = 0.0f;
+    lse = -INFINITY;
+    return;
+  }
+  float denom = final_out && sink_log2 != -INFINITY ? exp2f(sink_log2 - m) : 0.0f;
+#pragma unroll
+  for (int w = 0; w < kParts; ++w) {
+    const float mw = m_parts[w * stride];
+    f[w] = mw == -INFINITY ? 0.0f : exp2f(mw - m);
+    denom += f[w] * l_parts[w * stride];
+  }
+  const float scale = v_scale / denom;
+#pragma unroll
+  for (int w = 0; w < kParts; ++w) f[w] *= scale;
+  lse = (m + log2f(denom)) * kLn2;
+}
+
+}  // namespace mixed_attn::gpu::decode

@@ -1,0 +1,74 @@
+// Host side of the decode for one head dim: picks the stage-1 instantiation
+// (q dtype x cache dtype x group size), launches it over (split, kv head x head
+// block, decode row), then the merge for rows with more than one split.
+// Included by one decode_hd*.cu per head dim so the builds run in parallel.
+#pragma once
+#include "decode_common.cuh"
+#include "decode_portable.cuh"
+#include "decode_tc.cuh"
+
+namespace mixed_attn::gpu::decode {
+
+// kKernel as a template argument: the opt-in shared-memory limit is set once
+// per kernel (a static per instantiation), not once per kernel signature.
+template <auto kKernel>
+const char* launch_stage1(int smem_bytes, int threads, dim3 grid, const DecodeParams& p,
+                          const DecodeConsts& c, gpuStream_t stream) {
+  if (smem_bytes > 48 * 1024) {
+    static const gpuError_t attr_status = gpuFuncSetAttribute(
+        reinterpret_cast<const void*>(kKernel), gpuFuncAttributeMaxDynamicSharedMemorySize,
+        smem_bytes);
+    if (attr_status != gpuSuccess) return gpuGetErrorString(attr_status);
+  }
+  kKernel<<<grid, threads, smem_bytes, stream>>>(p, c);
+  return nullptr;
+}
+
+template <int D, typename QT>
+const char* launch_stage1_typed(const DecodeParams& p, const DecodeConsts& c, dim3 grid,
+                                bool portable, gpuStream_t stream) {
+  const bool fp8 = p.attn.kv_dtype == DType::kFloat8E4M3;
+#if defined(MA_CUDA)
+  if (!portable) {
+    const bool two_halves = c.group > 8;
+    if (fp8) {
+      using Tr = TcTraits<D, true>;
+      return two_halves
+                 ? launch_stage1<decode_split_tc_kernel<D, QT, true, true>>(Tr::kSmemBytes, Tr::kThreads, grid, p, c, stream)
+                 : launch_stage1<decode_split_tc_kernel<D, QT, true, false>>(Tr::kSmemBytes, Tr::kThreads, grid, p, c, stream);
+    }
+    using Tr = TcTraits<D, false>;
+    return two_halves
+               ? launch_stage1<decode_split_tc_kernel<D, QT, false, true>>(Tr::kSmemBytes, Tr::kThreads, grid, p, c, stream)
+               : launch_stage1<decode_split_tc_kernel<D, QT, false, false>>(Tr::kSmemBytes, Tr::kThreads, grid, p, c, stream);
+  }
+#else
+  (void)portable;
+#endif
+  if (fp8)
+    return launch_stage1<decode_split_portable_kernel<D, QT, uint8_t>>(0, kPortableThreads, grid, p, c, stream);
+  return launch_stage1<decode_split_portable_kernel<D, QT, QT>>(0, kPortableThreads, grid, p, c, stream);
+}
+
+template <int D>
+const char* launch_decode_head_dim(const DecodeParams& p, bool portable, gpuStream_t stream) {
+  const AttentionCommon& a = p.attn;
+  const DecodeConsts c = make_consts(a);
+  const dim3 grid(a.plan.max_splits, a.num_kv_heads * c.head_blocks, a.plan.num_decode_rows);
+  const bool bf16 = a.q_dtype == DType::kBFloat16;
+  const char* err = bf16 ? launch_stage1_typed<D, ma_bf16>(p, c, grid, portable, stream)
+                         : launch_stage1_typed<D, ma_half>(p, c, grid, portable, stream);
+  if (err != nullptr) return err;
+  if (a.plan.max_splits > 1) {
+    constexpr int kWarpsPerBlock = 4;
+    const int items = a.plan.num_decode_rows * a.num_qo_heads;
+    const dim3 merge_grid((items + kWarpsPerBlock - 1) / kWarpsPerBlock);
+    if (bf16)
+      decode_merge_kernel<D, ma_bf16><<<merge_grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(p);
+    else
+      decode_merge_kernel<D, ma_half><<<merge_grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(p);
+  }
+  MA_RETURN_LAUNCH_STATUS();
+}
+
+}  // namespace mixed_attn::gpu::decode

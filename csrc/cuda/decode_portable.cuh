@@ -1,0 +1,127 @@
+// Stage 1 of the split-KV decode without matrix instructions: the HIP path
+// (CDNA's matrix units need their own inner loop, not written yet) and, on
+// CUDA, an independent implementation that the tests compare the tensor-core
+// kernel against (MIXED_ATTN_DECODE_PORTABLE=1). Same grid, same outputs, same
+// arena layout; simple and slow: each query head of the block re-reads the
+// split's keys, one key per thread for the scores, one dimension per thread
+// for the output.
+#pragma once
+#include "decode_common.cuh"
+
+namespace mixed_attn::gpu::decode {
+
+constexpr int kPortableThreads = 128;
+
+template <bool kMax>
+__device__ __forceinline__ float block_reduce(float x, float* red) {
+  red[threadIdx.x] = x;
+  __syncthreads();
+  for (int stride = kPortableThreads / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) {
+      const float y = red[threadIdx.x + stride];
+      red[threadIdx.x] = kMax ? fmaxf(red[threadIdx.x], y) : red[threadIdx.x] + y;
+    }
+    __syncthreads();
+  }
+  const float r = red[0];
+  __syncthreads();
+  return r;
+}
+
+template <typename CT>
+__device__ __forceinline__ float cache_to_float(CT x) {
+  if constexpr (std::is_same_v<CT, uint8_t>) return e4m3_to_float(x);
+  else return to_float<CT>(x);
+}
+
+// CT: the cache element type (QT, or uint8_t for fp8 e4m3).
+template <int D, typename QT, typename CT>
+__global__ void __launch_bounds__(kPortableThreads)
+    decode_split_portable_kernel(const DecodeParams p, const DecodeConsts c) {
+  constexpr int kDimsPerThread = (D + kPortableThreads - 1) / kPortableThreads;
+  __shared__ float q_s[D];
+  __shared__ float p_s[kPortableThreads];
+  __shared__ int64_t k_off_s[kPortableThreads];
+  __shared__ int64_t v_off_s[kPortableThreads];
+  __shared__ float red[kPortableThreads];
+
+  const AttentionCommon& a = p.attn;
+  SplitView sv;
+  if (!load_split_view(a, blockIdx.z, blockIdx.x, sv)) return;
+  const int kv_head = blockIdx.y / c.head_blocks;
+  const int head_block = blockIdx.y % c.head_blocks;
+  const int head0 = kv_head * c.group + head_block * 16;
+  const int rows = min(16, c.group - head_block * 16);
+  const int tid = threadIdx.x;
+  const CT* kc = static_cast<const CT*>(a.k_cache);
+  const CT* vc = static_cast<const CT*>(a.v_cache);
+  const bool final_out = sv.num_splits == 1;
+  const float v_scale = a.kv_dtype == DType::kFloat8E4M3 ? a.v_scale : 1.0f;
+
+  for (int r = 0; r < rows; ++r) {
+    const int hq = head0 + r;
+    const QT* q = static_cast<const QT*>(a.q) + int64_t(sv.token) * a.q_stride_token +
+                  int64_t(hq) * a.q_stride_head;
+    for (int d = tid; d < D; d += kPortableThreads) q_s[d] = to_float<QT>(q[d]);
+    __syncthreads();
+    float m = -INFINITY, l = 0.0f, acc[kDimsPerThread];
+    for (int i = 0; i < kDimsPerThread; ++i) acc[i] = 0.0f;
+    for (int base = sv.key_begin; base < sv.key_end; base += kPortableThreads) {
+      const int key = base + tid;
+      float score = -INFINITY;
+      if (key < sv.key_end && key >= sv.visible_begin) {
+        int slot;
+        const int64_t page = page_of_key(sv, c, a.page_size, key, slot);
+        const int64_t k_off = page * a.k_stride_page + slot * a.k_stride_slot + kv_head * a.k_stride_head;
+        k_off_s[tid] = k_off;
+        v_off_s[tid] = page * a.v_stride_page + slot * a.v_stride_slot + kv_head * a.v_stride_head;
+        float dot = 0.0f;
+        for (int d = 0; d < D; ++d) dot += q_s[d] * cache_to_float<CT>(kc[k_off + d]);
+        score = capped_score(dot, c);
+      }
+      const float mx = block_reduce<true>(score, red);
+      const float m_new = fmaxf(m, mx);
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+      const float alpha = exp2f(m - m_use);
+      const float pk = exp2f(score - m_use);
+      p_s[tid] = pk;
+      const float sum = block_reduce<false>(pk, red);  // its barriers also publish p_s, *_off_s
+      l = l * alpha + sum;
+      m = m_new;
+      const int n = min(kPortableThreads, sv.key_end - base);
+      for (int i = 0; i < kDimsPerThread; ++i) {
+        const int d = tid + i * kPortableThreads;
+        if (d >= D) break;
+        float x = acc[i] * alpha;
+        for (int j = 0; j < n; ++j)
+          if (p_s[j] != 0.0f) x += p_s[j] * cache_to_float<CT>(vc[v_off_s[j] + d]);
+        acc[i] = x;
+      }
+      __syncthreads();
+    }
+    const float sink = final_out && a.maybe_sinks ? a.maybe_sinks[hq] * kLog2e : -INFINITY;
+    float f[1], lse;
+    combine_parts<1>(&m, &l, 1, final_out, sink, v_scale, f, lse);
+    for (int i = 0; i < kDimsPerThread; ++i) {
+      const int d = tid + i * kPortableThreads;
+      if (d >= D) break;
+      if (final_out) {
+        QT* dst = static_cast<QT*>(a.out) + int64_t(sv.token) * a.out_stride_token +
+                  int64_t(hq) * a.out_stride_head;
+        dst[d] = from_float<QT>(f[0] * acc[i]);
+      } else {
+        p.partial_out[(int64_t(sv.slot) * a.num_qo_heads + hq) * D + d] = f[0] * acc[i];
+      }
+    }
+    if (tid == 0) {
+      if (final_out) {
+        if (a.maybe_lse) a.maybe_lse[int64_t(sv.token) * a.lse_stride_token + hq] = lse;
+      } else {
+        p.partial_lse[int64_t(sv.slot) * a.num_qo_heads + hq] = lse;
+      }
+    }
+    __syncthreads();
+  }
+}
+
+}  // namespace mixed_attn::gpu::decode

@@ -1,0 +1,493 @@
+// Stage 1 of the split-KV decode on NVIDIA tensor cores (mma.sync m16n8k16).
+//
+// One CTA per (decode row, kv head, 16-head block of its query heads, split):
+// every KV byte of the split is read once for the whole GQA group. KV tiles of
+// kTileKeys keys stream through a kStages-deep cp.async ring in shared memory
+// (16-byte copies, page ids fetched one tile ahead so page size 1 costs no
+// extra round trip). Each warp owns 16 keys of every tile:
+//   S[16 heads x 16 keys] = Q K^T   (query heads on the MMA's M; padded to 16)
+//   online softmax per head in fp32 (log2 units)
+//   O[16 heads x D]      += P V     (P reused from the S accumulators, FA2 style)
+// and the warps' states are combined through shared memory at the end.
+//
+// Layout tricks (all exact):
+// - Q.K sums over d, so d may be permuted as long as Q and K agree: each thread
+//   reads one contiguous 16-byte run of a K row and Q is loaded in the same
+//   order. That gives fp8 the same 16-byte loads as bf16.
+// - P.V's output columns may be permuted too: MMA column slot n of tile j holds
+//   d = n * D/8 + j, so a thread reads one contiguous run of each V row and
+//   writes contiguous output runs.
+// - Rows are XOR-swizzled in 16-byte units so both access patterns are free of
+//   bank conflicts (see swizzle()).
+// fp8 e4m3 tiles are converted to fp16 in registers (exact) and multiplied in
+// fp16; k_scale is folded into the score scale and v_scale into the output.
+#pragma once
+#include "decode_common.cuh"
+
+#if defined(MA_CUDA)
+#include <cuda_fp8.h>
+
+// Tuning knobs (measured on an H200, see benchmarks/bench_decode.py).
+#ifndef MA_DECODE_WARPS
+#define MA_DECODE_WARPS 4
+#endif
+#ifndef MA_DECODE_RING_KB
+#define MA_DECODE_RING_KB 96
+#endif
+
+namespace mixed_attn::gpu::decode {
+
+template <int D, bool kFp8>
+struct TcTraits {
+  static constexpr int kElem = kFp8 ? 1 : 2;              // bytes per cache element
+  static constexpr int kRowBytes = D * kElem;             // one key of one kv head
+  static constexpr int kChunks = kRowBytes / 16;          // 16-byte chunks per row
+  // 4 warps x 16 keys per tile and a ~96 KB ring (3 stages at D=128 bf16, 2
+  // CTAs/SM) measured best on the H200: 2 warps with a 112 KB ring (7 stages)
+  // was 22% slower on case H, 2 warps with 80 KB 18% slower. D=256 bf16 uses 2
+  // warps so that a 3-stage ring still fits 2 CTAs per SM.
+  static constexpr int kWarps = kChunks >= 32 ? 2 : MA_DECODE_WARPS;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kTileKeys = 16 * kWarps;
+  static constexpr int kStageBytes = 2 * kTileKeys * kRowBytes;  // K rows then V rows
+  // D=256 keeps the Q fragments in shared memory (registers hold O instead).
+  static constexpr bool kQInSmem = D >= 256;
+  static constexpr int kQFragBytes = (D / 16) * 4 * 4 * 32;  // k-steps x 4 words x 32 lanes
+  static constexpr int kStagesFit =
+      (MA_DECODE_RING_KB * 1024 - (kQInSmem ? kQFragBytes : 0)) / kStageBytes;
+  static constexpr int kStages = kStagesFit < 3 ? 3 : (kStagesFit > 8 ? 8 : kStagesFit);
+  static constexpr int kRowStep = kThreads / kChunks;             // rows between a thread's copies
+  static constexpr int kRowsPerThread = kTileKeys / kRowStep;     // copies per thread per tensor
+  static constexpr int kElemsPerChunk = 16 / kElem;
+  static constexpr int kChunkGroups = kChunks / 4;                // 4 lanes cover one group
+  static constexpr int kStepsPerChunk = kElemsPerChunk / 4;       // k16 MMA steps per chunk
+  static constexpr int kDRun = D / 8;                             // contiguous d per output slot
+  static constexpr int kVBytes = kDRun * kElem;                   // per thread per V row
+  static constexpr int kCombineFloats = kWarps * 2 * 8 * D;       // per-warp O fragments
+  static constexpr int kRingBytes =
+      (kStages * kStageBytes > kCombineFloats * 4) ? kStages * kStageBytes : kCombineFloats * 4;
+  static constexpr int kSmemBytes = kRingBytes + (kQInSmem ? kQFragBytes : 0);
+  static_assert(kChunks >= 4 && kThreads % kChunks == 0, "unsupported head_dim / dtype");
+  static_assert(kTileKeys % kRowStep == 0, "tile rows must split evenly across threads");
+};
+
+// 16-byte-unit XOR swizzle of row r. Conditions (checked by hand for each row
+// size): the QK reads (rows 2p, 2p+1; chunks 4c + 0..3 per 8-lane phase) and the
+// PV reads (rows 2t + e, t = 0..3; the chunks of two adjacent output slots)
+// both touch 8 distinct bank groups per phase.
+template <int kChunks>
+__device__ __forceinline__ int swizzle(int r) {
+  if constexpr (kChunks == 8) return (((r >> 1) & 1) << 1) | ((((r >> 2) ^ r) & 1) << 2);
+  else if constexpr (kChunks == 16) return ((r >> 1) & 1) | ((((r >> 2) ^ r) & 1) << 2);
+  else if constexpr (kChunks == 32) return ((r >> 1) & 3) | ((r & 1) << 2);
+  else return 0;  // 64-byte rows (D=64 fp8): two rows share a bank line, no swizzle
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte async copy; `valid == false` writes zeros without reading global memory.
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
+  const int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+template <typename MT>
+__device__ __forceinline__ void mma_16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                          uint32_t a3, uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<MT, ma_bf16>) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+}
+
+template <typename MT>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<MT, ma_bf16>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+// Two e4m3 bytes (low byte -> low half) to an fp16 pair; exact.
+__device__ __forceinline__ uint32_t e4m3x2_to_half2(uint32_t two_bytes) {
+  __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_bytes & 0xffffu),
+                                             __NV_E4M3);
+  return uint32_t(h.x) | (uint32_t(h.y) << 16);
+}
+
+template <int D, typename QT, bool kFp8, bool kTwoHalves>
+__global__ void __launch_bounds__(TcTraits<D, kFp8>::kThreads)
+    decode_split_tc_kernel(const DecodeParams p, const DecodeConsts c) {
+  using Tr = TcTraits<D, kFp8>;
+  using MT = std::conditional_t<kFp8, ma_half, QT>;  // MMA operand type
+  constexpr int kHalves = kTwoHalves ? 2 : 1;        // 8-head halves of the 16-row MMA in use
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ float part_m[Tr::kWarps][16];
+  __shared__ float part_l[Tr::kWarps][16];
+
+  const AttentionCommon& a = p.attn;
+  SplitView sv;
+  if (!load_split_view(a, blockIdx.z, blockIdx.x, sv)) return;
+  const int kv_head = blockIdx.y / c.head_blocks;
+  const int head_block = blockIdx.y % c.head_blocks;
+  const int head0 = kv_head * c.group + head_block * 16;  // first query head of this CTA
+  const int rows = min(16, c.group - head_block * 16);    // query heads of this CTA
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane >> 2, t4 = lane & 3;
+
+  // ---- async copy machinery -------------------------------------------------
+  const int num_tiles = (sv.key_end - sv.key_begin + Tr::kTileKeys - 1) / Tr::kTileKeys;
+  const int copy_chunk = tid % Tr::kChunks;
+  const int copy_row0 = tid / Tr::kChunks;
+  const char* k_base = static_cast<const char*>(a.k_cache) +
+                       (int64_t(kv_head) * a.k_stride_head) * Tr::kElem + copy_chunk * 16;
+  const char* v_base = static_cast<const char*>(a.v_cache) +
+                       (int64_t(kv_head) * a.v_stride_head) * Tr::kElem + copy_chunk * 16;
+  const uint32_t smem_base = smem_addr(smem);
+  int page_ids[Tr::kRowsPerThread];
+
+  auto fetch_pages = [&](int tile) {
+#pragma unroll
+    for (int i = 0; i < Tr::kRowsPerThread; ++i) {
+      const int key = sv.key_begin + tile * Tr::kTileKeys + copy_row0 + i * Tr::kRowStep;
+      int slot;
+      page_ids[i] = (key < sv.key_end && key >= sv.visible_begin)
+                        ? page_of_key(sv, c, a.page_size, key, slot)
+                        : 0;
+    }
+  };
+  auto issue_tile = [&](int tile) {
+    const uint32_t stage = smem_base + (tile % Tr::kStages) * Tr::kStageBytes;
+#pragma unroll
+    for (int i = 0; i < Tr::kRowsPerThread; ++i) {
+      const int r = copy_row0 + i * Tr::kRowStep;
+      const int key = sv.key_begin + tile * Tr::kTileKeys + r;
+      const bool valid = key < sv.key_end && key >= sv.visible_begin;
+      const int slot = c.page_shift >= 0 ? (key & c.page_mask) : key % a.page_size;
+      const int64_t page = page_ids[i];
+      const uint32_t dst = stage + r * Tr::kRowBytes + ((copy_chunk ^ swizzle<Tr::kChunks>(r)) << 4);
+      const char* ks = k_base + (page * a.k_stride_page + int64_t(slot) * a.k_stride_slot) * Tr::kElem;
+      const char* vs = v_base + (page * a.v_stride_page + int64_t(slot) * a.v_stride_slot) * Tr::kElem;
+      cp_async_16(dst, valid ? ks : k_base, valid);
+      cp_async_16(dst + Tr::kTileKeys * Tr::kRowBytes, valid ? vs : v_base, valid);
+    }
+  };
+
+  // Prologue: kStages - 1 tiles in flight, page ids of the next one in registers.
+#pragma unroll
+  for (int t = 0; t < Tr::kStages - 1; ++t) {
+    if (t < num_tiles) {
+      fetch_pages(t);
+      issue_tile(t);
+    }
+    cp_async_commit();
+  }
+  if (Tr::kStages - 1 < num_tiles) fetch_pages(Tr::kStages - 1);
+
+  // ---- Q fragments (same d order as the K reads) -----------------------------
+  // qf[cg][s][0] = rows g, k slots 2t..2t+1; [1] = k slots 2t+8..; [2],[3] rows g+8.
+  uint32_t qf[Tr::kChunkGroups][Tr::kStepsPerChunk][4];
+  {
+    const QT* q = static_cast<const QT*>(a.q) + int64_t(sv.token) * a.q_stride_token;
+#pragma unroll
+    for (int half = 0; half < kHalves; ++half) {
+      const int r = g + 8 * half;
+      const bool valid = r < rows;
+      const QT* qrow = q + int64_t(head0 + (valid ? r : 0)) * a.q_stride_head;
+#pragma unroll
+      for (int cg = 0; cg < Tr::kChunkGroups; ++cg) {
+        const int d0 = cg * 4 * Tr::kElemsPerChunk + t4 * Tr::kElemsPerChunk;
+        float x[Tr::kElemsPerChunk];
+#pragma unroll
+        for (int v8 = 0; v8 < Tr::kElemsPerChunk / 8; ++v8) {
+          union { uint4 u; QT h[8]; } ld;
+          ld.u = valid ? *reinterpret_cast<const uint4*>(qrow + d0 + 8 * v8) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            float f = to_float<QT>(ld.h[e]);
+            if constexpr (kFp8) f = fminf(fmaxf(f, -65504.0f), 65504.0f);  // fp16 MMA operand
+            x[8 * v8 + e] = f;
+          }
+        }
+#pragma unroll
+        for (int s = 0; s < Tr::kStepsPerChunk; ++s) {
+          qf[cg][s][2 * half + 0] = pack2<MT>(x[4 * s + 0], x[4 * s + 1]);
+          qf[cg][s][2 * half + 1] = pack2<MT>(x[4 * s + 2], x[4 * s + 3]);
+        }
+      }
+    }
+    if constexpr (!kTwoHalves) {
+#pragma unroll
+      for (int cg = 0; cg < Tr::kChunkGroups; ++cg)
+#pragma unroll
+        for (int s = 0; s < Tr::kStepsPerChunk; ++s) qf[cg][s][2] = qf[cg][s][3] = 0u;
+    }
+  }
+
+  uint4* q_smem = reinterpret_cast<uint4*>(smem + Tr::kRingBytes);  // [cg][step][lane]
+  if constexpr (Tr::kQInSmem) {
+    if (warp == 0) {
+#pragma unroll
+      for (int cg = 0; cg < Tr::kChunkGroups; ++cg)
+#pragma unroll
+        for (int st = 0; st < Tr::kStepsPerChunk; ++st)
+          q_smem[(cg * Tr::kStepsPerChunk + st) * 32 + lane] =
+              make_uint4(qf[cg][st][0], qf[cg][st][1], qf[cg][st][2], qf[cg][st][3]);
+    }
+  }  // published by the first barrier of the main loop
+
+  // ---- main loop ---------------------------------------------------------------
+  float o[Tr::kDRun][4];
+#pragma unroll
+  for (int j = 0; j < Tr::kDRun; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  float m_run[2] = {-INFINITY, -INFINITY};  // running max per half (log2 units)
+  float l_run[2] = {0.0f, 0.0f};            // this lane's share of the running sum
+
+  const int warp_row0 = warp * 16;
+  for (int tile = 0; tile < num_tiles; ++tile) {
+    cp_async_wait<Tr::kStages - 2>();
+    __syncthreads();  // tile is visible to all; the buffer of tile-1 is free
+    if (tile + Tr::kStages - 1 < num_tiles) {
+      issue_tile(tile + Tr::kStages - 1);
+      if (tile + Tr::kStages < num_tiles) fetch_pages(tile + Tr::kStages);
+    }
+    cp_async_commit();
+
+    const unsigned char* kbuf = smem + (tile % Tr::kStages) * Tr::kStageBytes;
+    const unsigned char* vbuf = kbuf + Tr::kTileKeys * Tr::kRowBytes;
+    const int tile_key0 = sv.key_begin + tile * Tr::kTileKeys + warp_row0;
+    if (tile_key0 >= sv.key_end) continue;  // this warp's 16 keys are all past the split
+
+    // S = Q K^T for the warp's 16 keys (two n8 tiles of 8 keys).
+    float s[2][4];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+    const unsigned char* krow[2] = {kbuf + (warp_row0 + g) * Tr::kRowBytes,
+                                    kbuf + (warp_row0 + 8 + g) * Tr::kRowBytes};
+    const int ksw[2] = {swizzle<Tr::kChunks>(warp_row0 + g), swizzle<Tr::kChunks>(warp_row0 + 8 + g)};
+#pragma unroll
+    for (int cg = 0; cg < Tr::kChunkGroups; ++cg) {
+      uint32_t qa[Tr::kStepsPerChunk][4];
+#pragma unroll
+      for (int st = 0; st < Tr::kStepsPerChunk; ++st) {
+        if constexpr (Tr::kQInSmem) {
+          const uint4 v = q_smem[(cg * Tr::kStepsPerChunk + st) * 32 + lane];
+          qa[st][0] = v.x; qa[st][1] = v.y; qa[st][2] = v.z; qa[st][3] = v.w;
+        } else {
+          qa[st][0] = qf[cg][st][0]; qa[st][1] = qf[cg][st][1];
+          qa[st][2] = qf[cg][st][2]; qa[st][3] = qf[cg][st][3];
+        }
+        if constexpr (!kTwoHalves) qa[st][2] = qa[st][3] = 0u;
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        union { uint4 v; uint32_t w[4]; } kw;
+        kw.v = *reinterpret_cast<const uint4*>(krow[nt] + (((cg * 4 + t4) ^ ksw[nt]) << 4));
+#pragma unroll
+        for (int st = 0; st < Tr::kStepsPerChunk; ++st) {
+          uint32_t b0, b1;
+          if constexpr (kFp8) {
+            b0 = e4m3x2_to_half2(kw.w[st]);
+            b1 = e4m3x2_to_half2(kw.w[st] >> 16);
+          } else {
+            b0 = kw.w[2 * st];
+            b1 = kw.w[2 * st + 1];
+          }
+          mma_16816<MT>(s[nt], qa[st][0], qa[st][2], qa[st][1], qa[st][3], b0, b1);
+        }
+      }
+    }
+
+    // Scores in log2 units, masked outside [visible_begin, key_end).
+    const bool need_mask = tile_key0 < sv.visible_begin || tile_key0 + 16 > sv.key_end;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = capped_score(s[nt][e], c);
+        if (need_mask) {
+          const int key = tile_key0 + nt * 8 + 2 * t4 + (e & 1);
+          if (key < sv.visible_begin || key >= sv.key_end) x = -INFINITY;
+        }
+        s[nt][e] = x;
+      }
+
+    // Online softmax per half (rows g and g + 8).
+    float alpha[2];
+#pragma unroll
+    for (int half = 0; half < kHalves; ++half) {
+      float mx = fmaxf(fmaxf(s[0][2 * half], s[0][2 * half + 1]),
+                       fmaxf(s[1][2 * half], s[1][2 * half + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m_run[half], mx);
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+      alpha[half] = fast_exp2(m_run[half] - m_use);
+      m_run[half] = m_new;
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float pe = fast_exp2(s[nt][2 * half + e] - m_use);
+          s[nt][2 * half + e] = pe;
+          sum += pe;
+        }
+      l_run[half] = l_run[half] * alpha[half] + sum;
+    }
+#pragma unroll
+    for (int j = 0; j < Tr::kDRun; ++j) {
+      o[j][0] *= alpha[0];
+      o[j][1] *= alpha[0];
+      if constexpr (kTwoHalves) {
+        o[j][2] *= alpha[1];
+        o[j][3] *= alpha[1];
+      }
+    }
+    const uint32_t pa0 = pack2<MT>(s[0][0], s[0][1]);
+    const uint32_t pa2 = pack2<MT>(s[1][0], s[1][1]);
+    const uint32_t pa1 = kTwoHalves ? pack2<MT>(s[0][2], s[0][3]) : 0u;
+    const uint32_t pa3 = kTwoHalves ? pack2<MT>(s[1][2], s[1][3]) : 0u;
+
+    // O += P V. This lane's V rows are keys 2t, 2t+1, 2t+8, 2t+9 of the warp's
+    // 16; its columns are d = g * D/8 + j of output tile j.
+    const unsigned char* vrow[4];
+    int vsw[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = warp_row0 + 2 * t4 + (i & 1) + 8 * (i >> 1);
+      vrow[i] = vbuf + r * Tr::kRowBytes;
+      vsw[i] = swizzle<Tr::kChunks>(r);
+    }
+    if constexpr (Tr::kVBytes >= 16) {
+#pragma unroll
+      for (int h = 0; h < Tr::kVBytes / 16; ++h) {
+        const int chunk = g * (Tr::kVBytes / 16) + h;
+        union { uint4 v; uint32_t w[4]; } x[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          x[i].v = *reinterpret_cast<const uint4*>(vrow[i] + ((chunk ^ vsw[i]) << 4));
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          if constexpr (kFp8) {
+            const int j = 16 * h + 4 * w;
+            const uint32_t lo01 = __byte_perm(x[0].w[w], x[1].w[w], 0x5140);
+            const uint32_t lo23 = __byte_perm(x[2].w[w], x[3].w[w], 0x5140);
+            const uint32_t hi01 = __byte_perm(x[0].w[w], x[1].w[w], 0x7362);
+            const uint32_t hi23 = __byte_perm(x[2].w[w], x[3].w[w], 0x7362);
+            mma_16816<MT>(o[j + 0], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01), e4m3x2_to_half2(lo23));
+            mma_16816<MT>(o[j + 1], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01 >> 16),
+                          e4m3x2_to_half2(lo23 >> 16));
+            mma_16816<MT>(o[j + 2], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01), e4m3x2_to_half2(hi23));
+            mma_16816<MT>(o[j + 3], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01 >> 16),
+                          e4m3x2_to_half2(hi23 >> 16));
+          } else {
+            const int j = 8 * h + 2 * w;
+            mma_16816<MT>(o[j], pa0, pa1, pa2, pa3, __byte_perm(x[0].w[w], x[1].w[w], 0x5410),
+                          __byte_perm(x[2].w[w], x[3].w[w], 0x5410));
+            mma_16816<MT>(o[j + 1], pa0, pa1, pa2, pa3, __byte_perm(x[0].w[w], x[1].w[w], 0x7632),
+                          __byte_perm(x[2].w[w], x[3].w[w], 0x7632));
+          }
+        }
+      }
+    } else {
+      // 8 bytes per V row (D=64 fp8): d run of 8 elements.
+      static_assert(Tr::kVBytes == 8 && kFp8, "unexpected V run");
+      union { uint2 v; uint32_t w[2]; } x[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        x[i].v = *reinterpret_cast<const uint2*>(vrow[i] + (((g >> 1) ^ vsw[i]) << 4) + (g & 1) * 8);
+#pragma unroll
+      for (int w = 0; w < 2; ++w) {
+        const int j = 4 * w;
+        const uint32_t lo01 = __byte_perm(x[0].w[w], x[1].w[w], 0x5140);
+        const uint32_t lo23 = __byte_perm(x[2].w[w], x[3].w[w], 0x5140);
+        const uint32_t hi01 = __byte_perm(x[0].w[w], x[1].w[w], 0x7362);
+        const uint32_t hi23 = __byte_perm(x[2].w[w], x[3].w[w], 0x7362);
+        mma_16816<MT>(o[j + 0], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01), e4m3x2_to_half2(lo23));
+        mma_16816<MT>(o[j + 1], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01 >> 16),
+                      e4m3x2_to_half2(lo23 >> 16));
+        mma_16816<MT>(o[j + 2], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01), e4m3x2_to_half2(hi23));
+        mma_16816<MT>(o[j + 3], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01 >> 16),
+                      e4m3x2_to_half2(hi23 >> 16));
+      }
+    }
+  }
+
+  // ---- combine the warps --------------------------------------------------------
+  cp_async_wait<0>();
+  __syncthreads();  // every warp is done with the ring: reuse it for the fragments
+  float* frag = reinterpret_cast<float*>(smem);
+#pragma unroll
+  for (int half = 0; half < kHalves; ++half) {
+    float l = l_run[half];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    if (t4 == 0) {
+      part_m[warp][g + 8 * half] = m_run[half];
+      part_l[warp][g + 8 * half] = l;
+    }
+    float* wf = frag + (warp * 2 + half) * 8 * D;
+#pragma unroll
+    for (int j = 0; j < Tr::kDRun; ++j)
+      *reinterpret_cast<float2*>(wf + (j * 32 + lane) * 2) = make_float2(o[j][2 * half], o[j][2 * half + 1]);
+  }
+  __syncthreads();
+
+  // Each item: one head, one output slot n (d = n * D/8 + j), 4 consecutive j.
+  constexpr int kJGroups = Tr::kDRun / 4;
+  const bool final_out = sv.num_splits == 1;
+  const float v_scale = a.kv_dtype == DType::kFloat8E4M3 ? a.v_scale : 1.0f;
+  for (int item = tid; item < rows * 8 * kJGroups; item += Tr::kThreads) {
+    const int r = item / (8 * kJGroups);
+    const int n = (item / kJGroups) % 8;
+    const int j0 = (item % kJGroups) * 4;
+    const int hq = head0 + r;
+    const float sink = final_out && a.maybe_sinks ? a.maybe_sinks[hq] * kLog2e : -INFINITY;
+    float f[Tr::kWarps];
+    float lse;
+    combine_parts<Tr::kWarps>(&part_m[0][r], &part_l[0][r], 16, final_out, sink, v_scale, f, lse);
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const int src_lane = 4 * (r & 7) + (n >> 1);
+#pragma unroll
+    for (int w = 0; w < Tr::kWarps; ++w) {
+      const float* wf = frag + (w * 2 + (r >> 3)) * 8 * D;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) v[i] += f[w] * wf[((j0 + i) * 32 + src_lane) * 2 + (n & 1)];
+    }
+    const int dcol = n * Tr::kDRun + j0;
+    if (final_out) {
+      QT* dst = static_cast<QT*>(a.out) + int64_t(sv.token) * a.out_stride_token +
+                int64_t(hq) * a.out_stride_head + dcol;
+      store_out4<QT>(dst, v);
+      if (a.maybe_lse != nullptr && n == 0 && j0 == 0)
+        a.maybe_lse[int64_t(sv.token) * a.lse_stride_token + hq] = lse;
+    } else {
+      float* dst = p.partial_out + (int64_t(sv.slot) * a.num_qo_heads + hq) * D + dcol;
+      *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
+      if (n == 0 && j0 == 0) p.partial_lse[int64_t(sv.slot) * a.num_qo_heads + hq] = lse;
+    }
+  }
+}
+
+}  // namespace mixed_attn::gpu::decode
+#endif  // MA_CUDA

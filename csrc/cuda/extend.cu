@@ -1,0 +1,81 @@
+// launch_extend / extend_tile_tokens (csrc/cuda/launch.h): runtime -> compile-
+// time dispatch over (head dim, q dtype, cache dtype). The kernel itself is in
+// extend_kernel.cuh; its instantiations in extend_d{64,128,256}.cu.
+#include "cuda/extend_dispatch.cuh"
+#include "cuda/extend_kernel.cuh"
+#include "cuda/launch.h"
+
+#include <cstdint>
+
+namespace mixed_attn::gpu {
+namespace {
+
+template <typename T>
+const char* dispatch_head_dim(const ExtendParams& p, bool fp8, gpuStream_t stream) {
+  using namespace extend_detail;
+  switch (p.attn.head_dim) {
+    case 64:
+      return fp8 ? launch_extend_impl<64, T, true>(p, stream) : launch_extend_impl<64, T, false>(p, stream);
+    case 128:
+      return fp8 ? launch_extend_impl<128, T, true>(p, stream)
+                 : launch_extend_impl<128, T, false>(p, stream);
+    case 256:
+      return fp8 ? launch_extend_impl<256, T, true>(p, stream)
+                 : launch_extend_impl<256, T, false>(p, stream);
+    default:
+      return "extend: head_dim must be 64, 128 or 256";
+  }
+}
+
+int block_rows(int head_dim) {
+  using namespace extend_detail;
+  switch (head_dim) {
+    case 64: return block_m<64>();
+    case 128: return block_m<128>();
+    case 256: return block_m<256>();
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+const char* launch_extend(const ExtendParams& p, void* stream) {
+  const AttentionCommon& a = p.attn;
+  if (a.plan.num_extend_tiles == 0) return nullptr;
+#if !defined(MA_CUDA)
+  (void)stream;
+  return "extend: the HIP matrix inner loop (MFMA) is not implemented yet";
+#else
+  if (a.num_kv_heads < 1 || a.num_qo_heads % a.num_kv_heads != 0)
+    return "extend: num_qo_heads must be a positive multiple of num_kv_heads";
+  if (a.plan.extend_tile_tokens < 1) return "extend: plan.extend_tile_tokens must be >= 1";
+  if (a.page_size < 1) return "extend: page_size must be >= 1";
+  const bool fp8 = a.kv_dtype == DType::kFloat8E4M3;
+  if (!fp8 && a.kv_dtype != a.q_dtype) return "extend: kv_dtype must equal q_dtype or be float8_e4m3";
+  // Rows are loaded as 16-byte chunks.
+  const int64_t align = fp8 ? 16 : 8;
+  if (a.q_stride_token % 8 || a.q_stride_head % 8 || a.k_stride_page % align ||
+      a.k_stride_slot % align || a.k_stride_head % align || a.v_stride_page % align ||
+      a.v_stride_slot % align || a.v_stride_head % align)
+    return "extend: q / cache strides must keep every row 16-byte aligned";
+  auto misaligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 != 0; };
+  if (misaligned(a.q) || misaligned(a.k_cache) || misaligned(a.v_cache))
+    return "extend: q, k_cache and v_cache must be 16-byte aligned";
+  if (a.out_stride_token % 2 || a.out_stride_head % 2 || reinterpret_cast<uintptr_t>(a.out) % 4)
+    return "extend: out rows must be 4-byte aligned";
+  auto s = static_cast<gpuStream_t>(stream);
+  switch (a.q_dtype) {
+    case DType::kBFloat16: return dispatch_head_dim<ma_bf16>(p, fp8, s);
+    case DType::kFloat16: return dispatch_head_dim<ma_half>(p, fp8, s);
+    default: return "extend: q_dtype must be bfloat16 or float16";
+  }
+#endif
+}
+
+int extend_tile_tokens(int head_dim, int group_size) {
+  const int rows = block_rows(head_dim);
+  if (rows == 0 || group_size < 1) return 64;
+  return rows / extend_detail::pack_factor(group_size, rows);
+}
+
+}  // namespace mixed_attn::gpu

@@ -1,0 +1,727 @@
+// The extend kernel: FlashAttention-2-style attention of query tiles over the
+// paged KV cache, on tensor cores, with a multi-stage cp.async pipeline for
+// the K/V tiles. Portable path: mma.sync m16n8k16 + ldmatrix (sm_80+, the
+// default everywhere). Optional sm_90a path (ExtendTraits::kWgmma, off by
+// default until validated on a GPU): the same loop with both GEMMs as wgmma.
+//
+// Work: one CTA per (extend tile, group of q heads). A tile is
+// plan.extend_tiles[i] = (row, q_start); the planner sorts them costliest first.
+// GQA packing: the CTA's kBlockM query rows are (query, head) pairs of `pack`
+// q heads that share one kv head (row r = query r / pack, head r % pack), so
+// every K/V tile loaded into shared memory serves pack heads at once and short
+// extends (decode rows in fold mode) still fill the tile.
+//
+// Per CTA: Q fragments live in registers (or are re-read from shared memory,
+// per head dim); K/V tiles of kBlockN keys stream through kStages
+// shared-memory slots (XOR-swizzled so that ldmatrix is conflict-free). Online
+// softmax in base 2. Only tiles that straddle the causal diagonal or the
+// window's left edge are masked; tiles outside [first visible key, last
+// visible key] are never loaded, and key slots outside that range are
+// zero-filled, so unwritten cache memory never reaches P.V.
+// fp8 e4m3 cache: tiles land as bytes and are widened exactly to bf16/fp16 in
+// shared memory; k_scale is folded into the score scale, v_scale into the
+// final normalisation.
+#pragma once
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda/extend_mma.cuh"
+#include "cuda/extend_wgmma.cuh"
+#include "mixed_attn/compat.h"
+#include "mixed_attn/params.h"
+
+namespace mixed_attn::gpu::extend_detail {
+
+// Tile shapes per head dim: kWarps warps of kMTiles m16 fragments each (16 *
+// kMTiles query rows per warp), kBlockN keys per K/V tile, kStages pipeline
+// slots. kQInRegs: Q fragments stay in registers for the whole K/V loop;
+// otherwise they are re-read from shared memory each k-step (cheap: one A
+// fragment serves kBlockN / 8 mmas). Q (when in registers), O (kMTiles * D / 2)
+// and S (kMTiles * kBlockN / 2) must fit in 255 registers without spilling
+// (check with -Xptxas -v). Each field can be overridden at build time (e.g.
+// -DMA_EXTEND_D128_W=4 -DMA_EXTEND_D128_MT=2 ...) to compare shapes in one
+// benchmark run (benchmarks/sweep_extend.py). The defaults are the fastest
+// shapes that passed the tests on an H200 (2026-11-30, bf16, page 16, one
+// 4096-token extend over a 4096 prefix / 1024 over 16k): head dim 64:
+// 4 warps x 32 rows, 2 CTAs per SM (0.97 ms vs 1.14 for 8 x 16 rows); 128:
+// 8 warps x 16 rows with Q in registers (1.88 ms; 4 x 32 rows was within 1%,
+// with spills); 256: 8 x 16 rows, BN 32, Q re-read from shared memory.
+// kWgmma: on sm_90a the two GEMMs run as warpgroup MMAs (wgmma): S = Q K^T
+// with both operands in shared memory, O += P V with P from registers; needs
+// kMTiles == 1 and whole warpgroups (kQInRegs is ignored: Q stays in shared
+// memory, as wgmma register operands kept live across loop iterations were
+// seen clobbered by ptxas 13.0). Other targets use the mma.sync loop.
+template <int W, int MT, int BN, int ST, bool QR, bool WG>
+struct ExtendShape {
+  static constexpr int kWarps = W, kMTiles = MT, kBlockN = BN, kStages = ST;
+  static constexpr bool kQInRegs = QR, kWgmma = WG;
+  static_assert(!WG || (MT == 1 && W % 4 == 0 && BN % 64 == 0 && BN <= 256), "wgmma shape");
+};
+#ifndef MA_EXTEND_D64_W
+#define MA_EXTEND_D64_W 4
+#endif
+#ifndef MA_EXTEND_D64_MT
+#define MA_EXTEND_D64_MT 2
+#endif
+#ifndef MA_EXTEND_D64_BN
+#define MA_EXTEND_D64_BN 64
+#endif
+#ifndef MA_EXTEND_D64_ST
+#define MA_EXTEND_D64_ST 3
+#endif
+#ifndef MA_EXTEND_D64_WG
+#define MA_EXTEND_D64_WG 0
+#endif
+#ifndef MA_EXTEND_D64_QR
+#define MA_EXTEND_D64_QR 0
+#endif
+#ifndef MA_EXTEND_D128_W
+#define MA_EXTEND_D128_W 8
+#endif
+#ifndef MA_EXTEND_D128_MT
+#define MA_EXTEND_D128_MT 1
+#endif
+#ifndef MA_EXTEND_D128_BN
+#define MA_EXTEND_D128_BN 64
+#endif
+#ifndef MA_EXTEND_D128_ST
+#define MA_EXTEND_D128_ST 3
+#endif
+#ifndef MA_EXTEND_D128_WG
+#define MA_EXTEND_D128_WG 0
+#endif
+#ifndef MA_EXTEND_D128_QR
+#define MA_EXTEND_D128_QR 1
+#endif
+#ifndef MA_EXTEND_D256_W
+#define MA_EXTEND_D256_W 8
+#endif
+#ifndef MA_EXTEND_D256_MT
+#define MA_EXTEND_D256_MT 1
+#endif
+#ifndef MA_EXTEND_D256_BN
+#define MA_EXTEND_D256_BN 32
+#endif
+#ifndef MA_EXTEND_D256_ST
+#define MA_EXTEND_D256_ST 2
+#endif
+#ifndef MA_EXTEND_D256_WG
+#define MA_EXTEND_D256_WG 0
+#endif
+#ifndef MA_EXTEND_D256_QR
+#define MA_EXTEND_D256_QR 0
+#endif
+// MA_EXTEND_PREFETCH_PAGES=1: each thread reads the page ids of the rows it
+// loads one K/V tile ahead (plain loads whose latency then hides behind a
+// tile of math) instead of right before issuing the tile's cp.async, where
+// every warp waits on those dependent global loads after each barrier.
+// Off by default until measured (benchmarks/sweep_extend.py, variants p*).
+#ifndef MA_EXTEND_PREFETCH_PAGES
+#define MA_EXTEND_PREFETCH_PAGES 0
+#endif
+
+template <int kHeadDim> struct ExtendTraits;
+#define MA_EXTEND_SHAPE(d) \
+  ExtendShape<MA_EXTEND_D##d##_W, MA_EXTEND_D##d##_MT, MA_EXTEND_D##d##_BN, MA_EXTEND_D##d##_ST, \
+              MA_EXTEND_D##d##_QR != 0, MA_EXTEND_D##d##_WG != 0>
+template <> struct ExtendTraits<64> : MA_EXTEND_SHAPE(64) {};
+template <> struct ExtendTraits<128> : MA_EXTEND_SHAPE(128) {};
+template <> struct ExtendTraits<256> : MA_EXTEND_SHAPE(256) {};
+#undef MA_EXTEND_SHAPE
+
+template <int kHeadDim> __host__ __device__ constexpr int block_m() {
+  return 16 * ExtendTraits<kHeadDim>::kMTiles * ExtendTraits<kHeadDim>::kWarps;
+}
+
+// Shared-memory bytes of one CTA.
+template <int kHeadDim, bool kFp8>
+constexpr int extend_smem_bytes() {
+  using Tr = ExtendTraits<kHeadDim>;
+  constexpr int q = block_m<kHeadDim>() * kHeadDim * 2;
+  constexpr int kv_tile = Tr::kBlockN * kHeadDim * (kFp8 ? 1 : 2);
+  constexpr int staged = Tr::kStages * 2 * kv_tile;
+  constexpr int widened = kFp8 ? 2 * Tr::kBlockN * kHeadDim * 2 : 0;
+  return q + staged + widened;
+}
+
+// Element offset of 16-byte chunk `chunk` of row `row` in a swizzled tile
+// whose rows hold kChunks chunks of 8 b16 elements: the chunk index is XORed
+// with the row's low 3 bits, so the 8 rows an ldmatrix reads fall in 8
+// different bank groups.
+template <int kChunks>
+__device__ __forceinline__ int swz(int row, int chunk) {
+  static_assert(kChunks >= 8, "swizzle needs at least 8 chunks per row (head_dim >= 64)");
+  return row * kChunks * 8 + ((chunk ^ (row & 7)) << 3);
+}
+
+// Element offset of chunk `chunk` of row `row` in a K/V tile. Swizzled (see
+// swz) for the mma.sync path; for wgmma the no-swizzle canonical layout: each
+// 8-row x 16-byte core matrix is 128 contiguous bytes, chunks of one 8-row
+// group follow each other (128 B apart), 8-row groups are 16 * D bytes apart.
+// ldmatrix reads from it are conflict-free too (8 rows = one 128-byte block).
+template <int kChunks, bool kInterleaved>
+__device__ __forceinline__ int kv_off(int row, int chunk) {
+  if constexpr (kInterleaved)
+    return (row & 7) * 8 + chunk * 64 + (row >> 3) * (kChunks * 64);
+  else
+    return swz<kChunks>(row, chunk);
+}
+
+#if MA_EXTEND_HAS_MMA
+// e4m3 -> b16, exact. Places the e4m3 sign/exponent/mantissa into fp16 bits
+// (the exponent field is 4 bits wide there too, mantissa shifted left by 7),
+// then multiplies by 2^8 to move from e4m3's exponent bias (7) to fp16's (15).
+// Subnormals map onto fp16 subnormals, so they come out right as well.
+// NaN encodings are not preserved (a valid cache never holds them).
+__device__ __forceinline__ __half2 e4m3x2_to_half2(uint32_t two_bytes) {
+  const uint32_t bits = ((two_bytes & 0x80u) << 8) | ((two_bytes & 0x7Fu) << 7) |
+                        ((two_bytes & 0x8000u) << 16) | ((two_bytes & 0x7F00u) << 15);
+  __half2 h = *reinterpret_cast<const __half2*>(&bits);
+  return __hmul2(h, __float2half2_rn(256.0f));
+}
+template <typename T> __device__ __forceinline__ uint32_t e4m3x2_to(uint32_t two_bytes);
+template <> __device__ __forceinline__ uint32_t e4m3x2_to<ma_half>(uint32_t two_bytes) {
+  __half2 h = e4m3x2_to_half2(two_bytes);
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+template <> __device__ __forceinline__ uint32_t e4m3x2_to<ma_bf16>(uint32_t two_bytes) {
+  const float2 f = __half22float2(e4m3x2_to_half2(two_bytes));
+  __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);  // exact: e4m3 fits in bf16
+  return *reinterpret_cast<uint32_t*>(&b);
+}
+
+#endif  // MA_EXTEND_HAS_MMA
+
+// Largest divisor of the GQA group that fits in one tile: the q heads packed
+// into a CTA's rows.
+__host__ __device__ inline int pack_factor(int group, int rows) {
+  int p = group < rows ? group : rows;
+  while (group % p != 0) --p;
+  return p;
+}
+
+struct ExtendArgs {
+  AttentionCommon a;
+  int pack;             // q heads per CTA (rows = query * pack + head)
+  int head_groups;      // Hq / pack
+  int tile_capacity;    // queries one pass of a CTA covers: kBlockM / pack
+  float score_scale;    // sm_scale * k_scale (applied to q.k in fp32)
+  float out_scale;      // v_scale
+};
+
+template <int kHeadDim, typename T, bool kFp8>
+__global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
+    extend_kernel(const ExtendArgs args) {
+#if MA_EXTEND_HAS_MMA
+  using Tr = ExtendTraits<kHeadDim>;
+  constexpr int D = kHeadDim;
+  constexpr int kWarps = Tr::kWarps;
+  constexpr int kThreads = kWarps * 32;
+  constexpr int BM = block_m<kHeadDim>();
+  constexpr int BN = Tr::kBlockN;
+  constexpr int kStages = Tr::kStages;
+  constexpr int kChunks = D / 8;                  // 16-byte chunks per b16 row
+  constexpr int kKSteps = D / 16;                 // k-steps of Q.K^T
+  constexpr int kNTilesS = BN / 8;                // n-tiles of S
+  constexpr int kNTilesO = D / 8;                 // n-tiles of O
+  constexpr int kKvTileElems = BN * D;
+  constexpr float kLog2e = 1.4426950408889634f;
+  // wgmma only where the target has it (sm_90a); the mma.sync loop elsewhere.
+  constexpr bool kUseWgmma = Tr::kWgmma && MA_EXTEND_HAS_WGMMA;
+  static_assert(kStages >= 2, "pipeline needs two slots");
+  static_assert(BN % 16 == 0 && D % 16 == 0, "tile shapes");
+
+  const AttentionCommon& a = args.a;
+  const PlanView& plan = a.plan;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* smem_q = reinterpret_cast<T*>(smem_raw);
+  unsigned char* smem_kv = smem_raw + BM * D * 2;  // kStages x (K tile, V tile)
+  constexpr int kStagedTileBytes = kKvTileElems * (kFp8 ? 1 : 2);
+  T* smem_wide = reinterpret_cast<T*>(smem_kv + kStages * 2 * kStagedTileBytes);  // fp8 only
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int g = lane / 4, t4 = lane % 4;
+
+  const int tile_index = blockIdx.x / args.head_groups;
+  const int head_group = blockIdx.x % args.head_groups;
+  const int pack = args.pack;
+  const int q_head0 = head_group * pack;
+  const int kv_head = q_head0 / (a.num_qo_heads / a.num_kv_heads);
+
+  const int row = plan.extend_tiles[2 * tile_index];
+  const int tile_q0 = plan.extend_tiles[2 * tile_index + 1];
+  const int token0 = plan.qo_indptr[row];
+  const int extend_len = plan.qo_indptr[row + 1] - token0;
+  const int seq_len = plan.seq_lens[row];
+  const int prefix = seq_len - extend_len;
+  const int tile_end = min(tile_q0 + plan.extend_tile_tokens, extend_len);
+  const int page_base = plan.kv_indptr[row];
+  const int page_size = a.page_size;
+  const int window = a.window_left;
+
+  const T* q_ptr = static_cast<const T*>(a.q);
+  T* out_ptr = static_cast<T*>(a.out);
+  using KvT = typename std::conditional<kFp8, uint8_t, T>::type;
+  const KvT* k_cache = static_cast<const KvT*>(a.k_cache) + int64_t(kv_head) * a.k_stride_head;
+  const KvT* v_cache = static_cast<const KvT*>(a.v_cache) + int64_t(kv_head) * a.v_stride_head;
+
+  const float scale_log2 = args.score_scale * kLog2e;
+  const float cap = a.logit_cap;
+  const float cap_inv_scaled = cap > 0.f ? args.score_scale / cap : 0.f;
+  const float cap_log2 = cap * kLog2e;
+
+  // A CTA covers at most tile_capacity queries per pass; a plan with larger
+  // tiles (e.g. one made for another backend) takes several passes.
+  for (int pass_q0 = tile_q0; pass_q0 < tile_end; pass_q0 += args.tile_capacity) {
+    const int nq = min(args.tile_capacity, tile_end - pass_q0);
+    const int rows_valid = nq * pack;
+    const int min_pos = prefix + pass_q0;
+    const int max_pos = prefix + pass_q0 + nq - 1;
+    const int kv_hi = max_pos + 1;  // exclusive
+    const int kv_lo = window >= 0 ? max(0, min_pos - window) : 0;
+    const int first_tile_key = kv_lo / BN * BN;
+    const int num_kv_tiles = (kv_hi - first_tile_key + BN - 1) / BN;
+
+    // ---- Q tile -> shared (rows beyond the tile's queries are zero) ----
+    for (int idx = tid; idx < BM * kChunks; idx += kThreads) {
+      const int r = idx / kChunks, c = idx % kChunks;
+      const bool valid = r < rows_valid;
+      const int qi = valid ? r / pack : 0;
+      const int h = q_head0 + (valid ? r % pack : 0);
+      const T* src = q_ptr + int64_t(token0 + pass_q0 + qi) * a.q_stride_token +
+                     int64_t(h) * a.q_stride_head + c * 8;
+      cp_async_16(smem_q + (kUseWgmma ? kv_off<kChunks, true>(r, c) : swz<kChunks>(r, c)), src, valid);
+    }
+    cp_async_commit();
+
+    // ---- K/V tile loader: keys [n0, n0 + BN) into slot ----
+    auto load_kv = [&](int tile, int slot) {
+      const int n0 = first_tile_key + tile * BN;
+      unsigned char* k_dst = smem_kv + slot * 2 * kStagedTileBytes;
+      unsigned char* v_dst = k_dst + kStagedTileBytes;
+      constexpr int kChunksRow = kFp8 ? D / 16 : D / 8;  // 16-byte chunks per cache row
+      constexpr int kRowsPerPass = kThreads / kChunksRow;
+      static_assert(kThreads % kChunksRow == 0, "loader layout");
+      const int c = tid % kChunksRow;
+      static_assert(BN % kRowsPerPass == 0, "loader layout");
+      // Not unrolled: unrolled, the compiler computes every row's page address
+      // up front and the registers are needed for the accumulators.
+#pragma unroll 1
+      for (int i = 0; i < BN / kRowsPerPass; ++i) {
+        const int r = tid / kChunksRow + i * kRowsPerPass;
+        const int j = n0 + r;
+        const bool valid = j >= kv_lo && j < kv_hi;
+        int64_t k_off = 0, v_off = 0;
+        if (valid) {
+          const int page = a.kv_indices[page_base + j / page_size];
+          const int slot_in_page = j % page_size;
+          k_off = int64_t(page) * a.k_stride_page + int64_t(slot_in_page) * a.k_stride_slot;
+          v_off = int64_t(page) * a.v_stride_page + int64_t(slot_in_page) * a.v_stride_slot;
+        }
+        if constexpr (kFp8) {
+          cp_async_16(k_dst + r * D + c * 16, k_cache + k_off + c * 16, valid);
+          cp_async_16(v_dst + r * D + c * 16, v_cache + v_off + c * 16, valid);
+        } else {
+          cp_async_16(reinterpret_cast<T*>(k_dst) + kv_off<kChunks, kUseWgmma>(r, c),
+                      k_cache + k_off + c * 8, valid);
+          cp_async_16(reinterpret_cast<T*>(v_dst) + kv_off<kChunks, kUseWgmma>(r, c),
+                      v_cache + v_off + c * 8, valid);
+        }
+      }
+    };
+
+    // ---- the same, with page ids read one tile ahead (MA_EXTEND_PREFETCH_PAGES) ----
+    constexpr int kChunksRowP = kFp8 ? D / 16 : D / 8;
+    constexpr int kRowsPerThread = BN / (kThreads / kChunksRowP);
+    int next_page[kRowsPerThread];  // -1: key outside [kv_lo, kv_hi) (zero-filled)
+    int next_slot[kRowsPerThread];
+    auto fetch_pages = [&](int tile) {
+      const int n0 = first_tile_key + tile * BN;
+#pragma unroll
+      for (int i = 0; i < kRowsPerThread; ++i) {
+        const int r = tid / kChunksRowP + i * (kThreads / kChunksRowP);
+        const int j = n0 + r;
+        const bool valid = tile < num_kv_tiles && j >= kv_lo && j < kv_hi;
+        const int page_pos = j / page_size;
+        next_page[i] = valid ? a.kv_indices[page_base + page_pos] : -1;
+        next_slot[i] = j - page_pos * page_size;
+      }
+    };
+    auto load_kv_fetched = [&](int slot) {
+      unsigned char* k_dst = smem_kv + slot * 2 * kStagedTileBytes;
+      unsigned char* v_dst = k_dst + kStagedTileBytes;
+      const int c = tid % kChunksRowP;
+#pragma unroll
+      for (int i = 0; i < kRowsPerThread; ++i) {
+        const int r = tid / kChunksRowP + i * (kThreads / kChunksRowP);
+        const bool valid = next_page[i] >= 0;
+        const int64_t k_off = valid ? int64_t(next_page[i]) * a.k_stride_page +
+                                          int64_t(next_slot[i]) * a.k_stride_slot : 0;
+        const int64_t v_off = valid ? int64_t(next_page[i]) * a.v_stride_page +
+                                          int64_t(next_slot[i]) * a.v_stride_slot : 0;
+        if constexpr (kFp8) {
+          cp_async_16(k_dst + r * D + c * 16, k_cache + k_off + c * 16, valid);
+          cp_async_16(v_dst + r * D + c * 16, v_cache + v_off + c * 16, valid);
+        } else {
+          cp_async_16(reinterpret_cast<T*>(k_dst) + kv_off<kChunks, kUseWgmma>(r, c),
+                      k_cache + k_off + c * 8, valid);
+          cp_async_16(reinterpret_cast<T*>(v_dst) + kv_off<kChunks, kUseWgmma>(r, c),
+                      v_cache + v_off + c * 8, valid);
+        }
+      }
+    };
+
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if constexpr (MA_EXTEND_PREFETCH_PAGES != 0) {
+        fetch_pages(s);
+        if (s < num_kv_tiles) load_kv_fetched(s);
+      } else {
+        if (s < num_kv_tiles) load_kv(s, s);
+      }
+      cp_async_commit();
+    }
+    if constexpr (MA_EXTEND_PREFETCH_PAGES != 0) fetch_pages(kStages - 1);
+
+    // ---- Q fragments (this warp's rows, all of D) ----
+    cp_async_wait<kStages - 1>();
+    __syncthreads();
+    constexpr int kMT = Tr::kMTiles;
+    const int warp_row0 = warp * 16 * kMT;
+    // A-fragment matrices: (rows 0-7, d 0-7), (rows 8-15, d 0-7), (rows 0-7, d 8-15), (rows 8-15, d 8-15)
+    const int a_row = warp_row0 + (lane % 8) + ((lane / 8) % 2) * 8;
+    constexpr bool kQRegs = Tr::kQInRegs && !kUseWgmma;
+    constexpr int kQRegSteps = kQRegs ? kKSteps : 1;
+    uint32_t q_frag[kMT][kQRegSteps][4];
+    if constexpr (kQRegs) {
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int kk = 0; kk < kKSteps; ++kk)
+          ldmatrix_x4(q_frag[mt][kk], smem_q + swz<kChunks>(a_row + mt * 16, kk * 2 + lane / 16));
+    }
+
+    // This thread's query rows (g and g + 8 of each of the warp's m-tiles), as
+    // absolute positions; rows past the tile reuse the last query's position
+    // (finite, never stored).
+    int pos[kMT][2];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int r = warp_row0 + mt * 16 + g + i * 8;
+        pos[mt][i] = prefix + pass_q0 + min(r / pack, nq - 1);
+      }
+
+    float o_acc[kMT][kNTilesO][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int n = 0; n < kNTilesO; ++n)
+        o_acc[mt][n][0] = o_acc[mt][n][1] = o_acc[mt][n][2] = o_acc[mt][n][3] = 0.f;
+    float row_max[kMT][2];  // running max, base-2 scaled units
+    float row_sum[kMT][2];  // this thread's partial row sums
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      row_max[mt][0] = row_max[mt][1] = -INFINITY;
+      row_sum[mt][0] = row_sum[mt][1] = 0.f;
+    }
+    // Scores enter the softmax as x * score_mult in base-2 units: the raw q.k
+    // times the scale, or (logit cap) already transformed, multiplier 1.
+    const float score_mult = cap > 0.f ? 1.f : scale_log2;
+
+    for (int tile = 0; tile < num_kv_tiles; ++tile) {
+      cp_async_wait<kStages - 2>();
+#if MA_EXTEND_HAS_WGMMA
+      // cp.async writes are generic-proxy writes; the tensor cores read through the async proxy.
+      if constexpr (kUseWgmma) fence_proxy_async();
+#endif
+      __syncthreads();
+      {
+        const int next = tile + kStages - 1;
+        if constexpr (MA_EXTEND_PREFETCH_PAGES != 0) {
+          // Page ids of `next` were read an iteration ago; read those of the tile after.
+          if (next < num_kv_tiles) load_kv_fetched(next % kStages);
+          fetch_pages(next + 1);
+        } else {
+          if (next < num_kv_tiles) load_kv(next, next % kStages);
+        }
+        cp_async_commit();
+      }
+      const int slot = tile % kStages;
+      const T* k_s;
+      const T* v_s;
+      if constexpr (kFp8) {
+        // Widen the staged e4m3 tiles into the b16 (swizzled) tiles.
+        const uint8_t* k8 = smem_kv + slot * 2 * kStagedTileBytes;
+        const uint8_t* v8 = k8 + kStagedTileBytes;
+        constexpr int kChunks8 = D / 16;
+        for (int idx = tid; idx < 2 * BN * kChunks8; idx += kThreads) {
+          const bool is_v = idx >= BN * kChunks8;
+          const int e = is_v ? idx - BN * kChunks8 : idx;
+          const int r = e / kChunks8, c = e % kChunks8;
+          const uint4 raw = *reinterpret_cast<const uint4*>((is_v ? v8 : k8) + r * D + c * 16);
+          uint4 lo, hi;
+          lo.x = e4m3x2_to<T>(raw.x & 0xFFFFu);
+          lo.y = e4m3x2_to<T>(raw.x >> 16);
+          lo.z = e4m3x2_to<T>(raw.y & 0xFFFFu);
+          lo.w = e4m3x2_to<T>(raw.y >> 16);
+          hi.x = e4m3x2_to<T>(raw.z & 0xFFFFu);
+          hi.y = e4m3x2_to<T>(raw.z >> 16);
+          hi.z = e4m3x2_to<T>(raw.w & 0xFFFFu);
+          hi.w = e4m3x2_to<T>(raw.w >> 16);
+          T* dst = smem_wide + (is_v ? kKvTileElems : 0);
+          *reinterpret_cast<uint4*>(dst + kv_off<kChunks, kUseWgmma>(r, 2 * c)) = lo;
+          *reinterpret_cast<uint4*>(dst + kv_off<kChunks, kUseWgmma>(r, 2 * c + 1)) = hi;
+        }
+#if MA_EXTEND_HAS_WGMMA
+        if constexpr (kUseWgmma) fence_proxy_async();
+#endif
+        __syncthreads();
+        k_s = smem_wide;
+        v_s = smem_wide + kKvTileElems;
+      } else {
+        k_s = reinterpret_cast<const T*>(smem_kv + slot * 2 * kStagedTileBytes);
+        v_s = k_s + kKvTileElems;
+      }
+
+      // ---- S = Q K^T (raw dot products, fp32) ----
+      float s_acc[kMT][kNTilesS][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int n = 0; n < kNTilesS; ++n)
+          s_acc[mt][n][0] = s_acc[mt][n][1] = s_acc[mt][n][2] = s_acc[mt][n][3] = 0.f;
+#if MA_EXTEND_HAS_WGMMA
+      if constexpr (kUseWgmma) {
+        // Each warpgroup: S[64 rows, BN] += Q[64, 16 k] K^T per k-step; Q and K
+        // tiles are K-major (d contiguous within a core matrix): LBO = next 8 d
+        // (128 B), SBO = next 8 rows (16 * D B); a k-step advances 2 chunks (256 B).
+        // Q tile in the same layout, this warpgroup's 64 rows = 8 row groups.
+        const T* q_wg = smem_q + (warp / 4) * 64 * D;
+        fence_regs(s_acc[0]);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kKSteps; ++kk)
+          WgmmaSS<BN, T>::run(s_acc[0], wgmma_desc(q_wg + kk * 128, 128, 16 * D),
+                              wgmma_desc(k_s + kk * 128, 128, 16 * D));
+        wgmma_commit();
+        wgmma_wait_all();
+        fence_regs(s_acc[0]);
+      } else
+#endif
+      {
+        // With Q in shared memory a full unroll lets the scheduler hoist every
+        // fragment load of the loop at once and spill; two steps at a time is enough.
+#pragma unroll(kQRegs ? kKSteps : 2)
+        for (int kk = 0; kk < kKSteps; ++kk) {
+          uint32_t a_smem[kMT][4];
+          if constexpr (!kQRegs) {
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt)
+              ldmatrix_x4(a_smem[mt], smem_q + swz<kChunks>(a_row + mt * 16, kk * 2 + lane / 16));
+          }
+#pragma unroll
+          for (int nn = 0; nn < kNTilesS / 2; ++nn) {
+            // matrices: (keys 0-7, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 0-7), (keys 8-15, d 8-15)
+            uint32_t b[4];
+            const int key = nn * 16 + (lane % 8) + (lane / 16) * 8;
+            ldmatrix_x4(b, k_s + kv_off<kChunks, kUseWgmma>(key, kk * 2 + (lane / 8) % 2));
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt) {
+              const uint32_t(&a_frag)[4] = kQRegs ? q_frag[mt][kQRegs ? kk : 0] : a_smem[mt];
+              mma_16816<T>(s_acc[mt][2 * nn], a_frag, b[0], b[1]);
+              mma_16816<T>(s_acc[mt][2 * nn + 1], a_frag, b[2], b[3]);
+            }
+          }
+        }
+      }
+
+      // ---- masks, online softmax (base 2) ----
+      const int n0 = first_tile_key + tile * BN;
+      const bool needs_mask = (n0 + BN - 1 > min_pos) || (window >= 0 && n0 < max_pos - window);
+      // Uniform branches around whole loops (not per element) so that the
+      // common case (no cap, interior tile) runs straight-line code.
+      if (cap > 0.f) {
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int n = 0; n < kNTilesS; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              s_acc[mt][n][e] = cap_log2 * tanhf(s_acc[mt][n][e] * cap_inv_scaled);
+      }
+      if (needs_mask) {
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int n = 0; n < kNTilesS; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int j = n0 + n * 8 + 2 * t4 + (e & 1);
+              const int p = pos[mt][e / 2];
+              if (j > p || (window >= 0 && j < p - window)) s_acc[mt][n][e] = -INFINITY;
+            }
+      }
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        float alpha[2];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          float mx = -INFINITY;
+#pragma unroll
+          for (int n = 0; n < kNTilesS; ++n)
+            mx = fmaxf(mx, fmaxf(s_acc[mt][n][2 * i], s_acc[mt][n][2 * i + 1]));
+          mx = fmaxf(mx, MA_SHFL_XOR(mx, 1));
+          mx = fmaxf(mx, MA_SHFL_XOR(mx, 2));
+          // score_mult > 0, so the max of the scaled scores is the scaled max.
+          const float m = fmaxf(row_max[mt][i], mx * score_mult);
+          // A row with no visible key so far keeps m = -inf; subtract 0 then so
+          // that exp2(-inf - -inf) never makes a NaN.
+          const float m_base = m == -INFINITY ? 0.f : m;
+          alpha[i] = fast_exp2(row_max[mt][i] - m_base);
+          row_max[mt][i] = m;
+          float sum = 0.f;
+#pragma unroll
+          for (int n = 0; n < kNTilesS; ++n) {
+            s_acc[mt][n][2 * i] = fast_exp2(fmaf(s_acc[mt][n][2 * i], score_mult, -m_base));
+            s_acc[mt][n][2 * i + 1] = fast_exp2(fmaf(s_acc[mt][n][2 * i + 1], score_mult, -m_base));
+            sum += s_acc[mt][n][2 * i] + s_acc[mt][n][2 * i + 1];
+          }
+          row_sum[mt][i] = row_sum[mt][i] * alpha[i] + sum;
+        }
+#pragma unroll
+        for (int n = 0; n < kNTilesO; ++n) {
+          o_acc[mt][n][0] *= alpha[0];
+          o_acc[mt][n][1] *= alpha[0];
+          o_acc[mt][n][2] *= alpha[1];
+          o_acc[mt][n][3] *= alpha[1];
+        }
+      }
+
+      // ---- O += P V (P from the S accumulators, re-packed as A fragments) ----
+      // Packed to 16 bits right away: half the registers of the fp32 scores.
+      uint32_t p_frag[kMT][BN / 16][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+          p_frag[mt][kk][0] = MmaType<T>::pack(s_acc[mt][2 * kk][0], s_acc[mt][2 * kk][1]);
+          p_frag[mt][kk][1] = MmaType<T>::pack(s_acc[mt][2 * kk][2], s_acc[mt][2 * kk][3]);
+          p_frag[mt][kk][2] = MmaType<T>::pack(s_acc[mt][2 * kk + 1][0], s_acc[mt][2 * kk + 1][1]);
+          p_frag[mt][kk][3] = MmaType<T>::pack(s_acc[mt][2 * kk + 1][2], s_acc[mt][2 * kk + 1][3]);
+        }
+#if MA_EXTEND_HAS_WGMMA
+      if constexpr (kUseWgmma) {
+        // Each warpgroup: O[64 rows, D] += P[64, 16 keys] V[16 keys, D] per
+        // key-step; V is N-major (d contiguous) in the same layout as K, read
+        // transposed: LBO = next 8 keys (16 * D B), SBO = next 8 d (128 B).
+        fence_regs(o_acc[0]);
+        fence_regs(p_frag[0]);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk)
+          Wgmma<D, T, true>::run(o_acc[0], p_frag[0][kk],
+                                 wgmma_desc(v_s + kk * 16 * D, 16 * D, 128));
+        wgmma_commit();
+        wgmma_wait_all();
+        fence_regs(o_acc[0]);
+        fence_regs(p_frag[0]);
+      } else
+#endif
+      {
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+          const int key = kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+#pragma unroll
+          for (int dn = 0; dn < kNTilesO / 2; ++dn) {
+            // matrices: (keys 0-7, d 0-7), (keys 8-15, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 8-15)
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, v_s + kv_off<kChunks, kUseWgmma>(key, dn * 2 + lane / 16));
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt) {
+              mma_16816<T>(o_acc[mt][2 * dn], p_frag[mt][kk], b[0], b[1]);
+              mma_16816<T>(o_acc[mt][2 * dn + 1], p_frag[mt][kk], b[2], b[3]);
+            }
+          }
+        }
+      }
+    }
+
+    // ---- epilogue: sink, normalise, store out (and lse) ----
+    const float* sinks = a.maybe_sinks;
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        float l = row_sum[mt][i];
+        l += MA_SHFL_XOR(l, 1);
+        l += MA_SHFL_XOR(l, 2);
+        const int r = warp_row0 + mt * 16 + g + i * 8;
+        const bool valid = r < rows_valid;
+        const int h = q_head0 + (valid ? r % pack : 0);
+        float m = row_max[mt][i];  // finite: every query sees at least its own key
+        float o_mul = 1.f;
+        if (sinks != nullptr) {
+          // Denominator gains exp(sink); rebase on max(m, sink) so neither term overflows.
+          const float sink2 = sinks[h] * kLog2e;
+          const float m_new = fmaxf(m, sink2);
+          o_mul = fast_exp2(m - m_new);
+          l = l * o_mul + fast_exp2(sink2 - m_new);
+          m = m_new;
+        }
+        const float inv_l = o_mul * args.out_scale / l;
+        if (valid) {
+          const int token = token0 + pass_q0 + r / pack;
+          T* dst = out_ptr + int64_t(token) * a.out_stride_token + int64_t(h) * a.out_stride_head;
+#pragma unroll
+          for (int n = 0; n < kNTilesO; ++n)
+            MmaType<T>::store2(dst + n * 8 + 2 * t4, o_acc[mt][n][2 * i] * inv_l,
+                               o_acc[mt][n][2 * i + 1] * inv_l);
+          if (a.maybe_lse != nullptr && t4 == 0)
+            a.maybe_lse[int64_t(token) * a.lse_stride_token + h] =
+                (m + __log2f(l)) * 0.6931471805599453f;
+        }
+      }
+    }
+
+    // The next pass reloads Q and the K/V slots: drain and fence first.
+    cp_async_wait<0>();
+    __syncthreads();
+  }
+#endif  // MA_EXTEND_HAS_MMA
+}
+
+// Host side: launch one instantiation. Defined here, instantiated in
+// extend_d{64,128,256}.cu so the builds run in parallel.
+template <int kHeadDim, typename T, bool kFp8>
+const char* launch_extend_impl(const ExtendParams& p, gpuStream_t stream) {
+  const AttentionCommon& a = p.attn;
+  constexpr int BM = block_m<kHeadDim>();
+  constexpr int kThreads = ExtendTraits<kHeadDim>::kWarps * 32;
+  constexpr int kSmem = extend_smem_bytes<kHeadDim, kFp8>();
+  const int group = a.num_qo_heads / a.num_kv_heads;
+  ExtendArgs args;
+  args.a = a;
+  args.pack = pack_factor(group, BM);
+  args.head_groups = a.num_qo_heads / args.pack;
+  args.tile_capacity = BM / args.pack;
+  args.score_scale = a.sm_scale * (kFp8 ? a.k_scale : 1.f);
+  args.out_scale = kFp8 ? a.v_scale : 1.f;
+  const int64_t blocks = int64_t(a.plan.num_extend_tiles) * args.head_groups;
+  if (blocks > 0x7fffffff) return "extend: too many (tile, head group) blocks for one launch";
+
+  auto kernel = extend_kernel<kHeadDim, T, kFp8>;
+  // Raise the dynamic shared-memory limit. The attribute belongs to the current
+  // device's context, so it is set on every launch (a cheap host call, legal
+  // during graph capture) rather than once per process.
+  const gpuError_t attr_status = gpuFuncSetAttribute(
+      reinterpret_cast<const void*>(kernel), gpuFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (attr_status != gpuSuccess) return gpuGetErrorString(attr_status);
+  kernel<<<dim3(unsigned(blocks)), dim3(kThreads), kSmem, stream>>>(args);
+  MA_RETURN_LAUNCH_STATUS();
+}
+
+}  // namespace mixed_attn::gpu::extend_detail

@@ -1,0 +1,92 @@
+// C entry points for testing and benchmarking the extend kernel without the
+// torch binding: tests/test_cuda_extend.py and benchmarks/bench_extend.py
+// compile a one-line .cu that includes this header (together with
+// extend*.cu and the planner) into a shared library and call it via ctypes.
+// Not part of the extension build (CMake globs *.cu only).
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+#include "cuda/launch.h"
+#include "mixed_attn/plan.h"
+
+extern "C" {
+
+// Plans one step with the real planner. meta_out needs plan_meta_capacity
+// entries, info_out kPlanNumFields. Returns 0, or -1 with the error in err.
+int ma_ext_plan(const int32_t* qo_indptr, const int32_t* kv_indptr, const int32_t* seq_lens,
+                int num_rows, int page_size, int num_qo_heads, int num_kv_heads, int head_dim,
+                int window_left, int mode, int extend_tile_tokens, int32_t* meta_out,
+                int64_t* info_out, char* err, int err_len) {
+  mixed_attn::PlanConfig cfg;
+  cfg.page_size = page_size;
+  cfg.num_qo_heads = num_qo_heads;
+  cfg.num_kv_heads = num_kv_heads;
+  cfg.head_dim = head_dim;
+  cfg.window_left = window_left;
+  cfg.mode = static_cast<mixed_attn::DispatchMode>(mode);
+  cfg.extend_tile_tokens = extend_tile_tokens;
+  mixed_attn::PlanInputs in{qo_indptr, kv_indptr, seq_lens, num_rows};
+  mixed_attn::PlanResult r = mixed_attn::plan_step(cfg, in, meta_out);
+  if (!r.ok) {
+    std::strncpy(err, r.error.c_str(), err_len - 1);
+    err[err_len - 1] = 0;
+    return -1;
+  }
+  std::memcpy(info_out, r.info.data(), sizeof(int64_t) * r.info.size());
+  return 0;
+}
+
+int64_t ma_ext_meta_capacity(int64_t max_rows, int64_t max_tokens, int64_t tile_tokens) {
+  return mixed_attn::plan_meta_capacity(max_rows, max_tokens, tile_tokens);
+}
+
+int ma_ext_tile_tokens(int head_dim, int group_size) {
+  return mixed_attn::gpu::extend_tile_tokens(head_dim, group_size);
+}
+
+// ptrs: q, k_cache, v_cache, kv_indices, out, lse (or null), sinks (or null)
+// ints: q_stride_token, q_stride_head, k_stride_page, k_stride_slot, k_stride_head,
+//       v_stride_page, v_stride_slot, v_stride_head, out_stride_token, out_stride_head,
+//       lse_stride_token, num_qo_heads, num_kv_heads, head_dim, page_size, window_left,
+//       q_dtype, kv_dtype (mixed_attn::DType values)
+// floats: sm_scale, logit_cap, k_scale, v_scale
+// Returns null on success, else the launcher's error string.
+const char* ma_ext_run(const int64_t* info, const int32_t* meta_device, void* const* ptrs,
+                       const int64_t* ints, const float* floats, void* stream) {
+  mixed_attn::ExtendParams p;
+  mixed_attn::AttentionCommon& a = p.attn;
+  a.q = ptrs[0];
+  a.k_cache = ptrs[1];
+  a.v_cache = ptrs[2];
+  a.kv_indices = static_cast<const int32_t*>(ptrs[3]);
+  a.out = ptrs[4];
+  a.maybe_lse = static_cast<float*>(ptrs[5]);
+  a.maybe_sinks = static_cast<const float*>(ptrs[6]);
+  a.q_stride_token = ints[0];
+  a.q_stride_head = ints[1];
+  a.k_stride_page = ints[2];
+  a.k_stride_slot = ints[3];
+  a.k_stride_head = ints[4];
+  a.v_stride_page = ints[5];
+  a.v_stride_slot = ints[6];
+  a.v_stride_head = ints[7];
+  a.out_stride_token = ints[8];
+  a.out_stride_head = ints[9];
+  a.lse_stride_token = ints[10];
+  a.num_qo_heads = int32_t(ints[11]);
+  a.num_kv_heads = int32_t(ints[12]);
+  a.head_dim = int32_t(ints[13]);
+  a.page_size = int32_t(ints[14]);
+  a.window_left = int32_t(ints[15]);
+  a.q_dtype = static_cast<mixed_attn::DType>(ints[16]);
+  a.kv_dtype = static_cast<mixed_attn::DType>(ints[17]);
+  a.sm_scale = floats[0];
+  a.logit_cap = floats[1];
+  a.k_scale = floats[2];
+  a.v_scale = floats[3];
+  a.plan = mixed_attn::plan_view(info, meta_device);
+  return mixed_attn::gpu::launch_extend(p, stream);
+}
+
+}  // extern "C"
