@@ -21,7 +21,8 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from test_cuda_extend import ExtendLib, build_library  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "python"))
+from test_cuda_extend import OpExtend  # noqa: E402
 
 # name: (new tokens, prefix, Hq, Hkv, D)
 CASES = {
@@ -85,9 +86,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--fp8", action="store_true", help="also time the fp8-cache variant of each case")
+    ap.add_argument("--json", default=None, help="write the rows here as JSON")
     args = ap.parse_args()
-    path = os.environ.get("MA_EXTEND_LIB") or build_library()
-    lib = ExtendLib(path)
+    if os.environ.get("MA_EXTEND_LIB"):  # a variant library built by extend_shim.build_library
+        sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+        from extend_shim import ExtendLib
+
+        lib = ExtendLib(os.environ["MA_EXTEND_LIB"])
+    else:
+        lib = OpExtend()
     props = torch.cuda.get_device_properties(0)
     mm = matmul_tflops()
     print(f"device: {props.name}, {props.multi_processor_count} SMs; bf16 8192^3 matmul {mm:.1f} TFLOP/s")
@@ -102,6 +109,13 @@ def main():
     print(f"{'case':10s} {'new':>6s} {'prefix':>7s} {'Hq/Hkv/D':>10s} {'ms':>8s} {'TFLOP/s':>8s} {'of mm':>6s}")
     for label, ext, prefix, shape, ms, tf, frac in rows:
         print(f"{label:10s} {ext:6d} {prefix:7d} {shape:>10s} {ms:8.3f} {tf:8.1f} {frac:6.1%}")
+    if args.json:
+        import json
+
+        with open(args.json, "w") as f:
+            json.dump(dict(matmul_tflops=mm, rows=[dict(case=r[0], new=r[1], prefix=r[2], shape=r[3],
+                                                        ms=r[4], tflops=r[5], frac_matmul=r[6])
+                                                   for r in rows]), f, indent=1)
 
 
 if __name__ == "__main__":

@@ -25,8 +25,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-from test_cuda_extend import build_library  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from extend_shim import build_library  # noqa: E402
 
 
 def shape_flags(d, w, mt, bn, st, qr, wg=0):

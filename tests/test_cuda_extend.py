@@ -1,157 +1,72 @@
 """CUDA extend kernel (csrc/cuda/extend*.cu) against the fp64 reference.
 
-The kernel is driven through a small C shim (csrc/cuda/extend_test_shim.cuh)
-compiled with nvcc into a shared library and called through ctypes, so these
-tests need neither the torch extension nor its build: only a CUDA GPU and
-nvcc. Set MA_EXTEND_LIB to a prebuilt library to skip the compile. Every test
+The kernel runs through torch.ops.mixed_attn (fold-mode plans from the real
+planner). With MA_EXTEND_LIB set, through a variant library built by
+benchmarks/extend_shim.py instead (tile-shape sweeps). Every test
 draws fresh random inputs, poisons out/lse with NaN and the unused cache slots
 with NaN (so a kernel that reads a key outside the row, or leaves an output
 unwritten, fails).
 """
 
-import ctypes
-import importlib.util
-import math
 import os
-import shutil
-import subprocess
-import tempfile
 
 import pytest
 import torch
 
+import mixed_attn
+from mixed_attn.reference import reference_attention
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _load_reference():
-    # By file path: importing the mixed_attn package would need the compiled
-    # extension, which these tests do not use.
-    spec = importlib.util.spec_from_file_location(
-        "mixed_attn_reference", os.path.join(ROOT, "python", "mixed_attn", "reference.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-reference_attention = _load_reference().reference_attention
-
 FP8 = torch.float8_e4m3fn
-DTYPE_CODE = {torch.float16: 1, torch.bfloat16: 2, FP8: 3}
 MODE_SPLIT, MODE_FOLD = 0, 1
-NUM_PLAN_FIELDS = 28
-
-HAVE_CUDA = torch.cuda.is_available() and torch.version.cuda is not None
-NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
 
 
-def build_library(out_dir=None, arch=None, extra_flags=()):
-    """Compiles the extend kernel + planner + shim into a shared library; returns its path.
-
-    extra_flags go to every nvcc call (e.g. -DMA_EXTEND_D128_W=4 to try another tile shape).
-    """
-    out_dir = out_dir or tempfile.mkdtemp(prefix="ma_extend_")
-    os.makedirs(out_dir, exist_ok=True)
-    if arch is None:
-        major, minor = torch.cuda.get_device_capability()
-        arch = f"{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")
-    shim = os.path.join(out_dir, "extend_shim.cu")
-    with open(shim, "w") as f:
-        f.write('#include "cuda/extend_test_shim.cuh"\n')
-    sources = [shim] + [os.path.join(ROOT, "csrc/cuda", n) for n in
-                        ("extend.cu", "extend_d64.cu", "extend_d128.cu", "extend_d256.cu")]
-    sources.append(os.path.join(ROOT, "csrc/planner/plan.cc"))
-    flags = ["-std=c++17", "-O3", "-I" + os.path.join(ROOT, "csrc/include"),
-             "-I" + os.path.join(ROOT, "csrc"), f"-gencode=arch=compute_{arch},code=sm_{arch}",
-             "-Xcompiler", "-fPIC"] + list(extra_flags)
-    procs, objs = [], []
-    for src in sources:
-        obj = os.path.join(out_dir, os.path.basename(src) + ".o")
-        lang = ["-x", "cu"] if src.endswith(".cu") else []
-        procs.append(subprocess.Popen([NVCC] + flags + lang + ["-c", src, "-o", obj],
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
-        objs.append(obj)
-    for p, src, obj in zip(procs, sources, objs):
-        out, _ = p.communicate()
-        if p.returncode != 0:  # one retry on its own (parallel nvcc runs have failed transiently)
-            lang = ["-x", "cu"] if src.endswith(".cu") else []
-            r = subprocess.run([NVCC] + flags + lang + ["-c", src, "-o", obj], capture_output=True, text=True)
-            if r.returncode != 0:
-                raise RuntimeError(f"nvcc failed on {src}:\n{out.decode()}\n{r.stdout}{r.stderr}")
-    lib = os.path.join(out_dir, "libma_extend_test.so")
-    subprocess.run([NVCC, "-shared", "-o", lib] + objs + ["-lcudart"], check=True)
-    return lib
-
-
-class ExtendLib:
-    """ctypes view of the shim: plan with the real planner, run launch_extend."""
-
-    def __init__(self, path):
-        self.lib = ctypes.CDLL(path)
-        L = self.lib
-        P = ctypes.c_void_p
-        L.ma_ext_plan.argtypes = [P, P, P] + [ctypes.c_int] * 8 + [P, P, ctypes.c_char_p, ctypes.c_int]
-        L.ma_ext_plan.restype = ctypes.c_int
-        L.ma_ext_meta_capacity.argtypes = [ctypes.c_int64] * 3
-        L.ma_ext_meta_capacity.restype = ctypes.c_int64
-        L.ma_ext_tile_tokens.argtypes = [ctypes.c_int, ctypes.c_int]
-        L.ma_ext_tile_tokens.restype = ctypes.c_int
-        L.ma_ext_run.argtypes = [P, P, P, P, P, P]
-        L.ma_ext_run.restype = ctypes.c_char_p
+class OpExtend:
+    """The extend kernel through torch.ops.mixed_attn: plan with the real planner (fold mode, so
+    every row is an extend-kernel row), run forward with no KV save and no arena."""
 
     def tile_tokens(self, head_dim, group):
-        return self.lib.ma_ext_tile_tokens(head_dim, group)
+        return torch.ops.mixed_attn.extend_tile_tokens(torch.device("cuda"), head_dim, group)
 
     def plan(self, qo_indptr, kv_indptr, seq_lens, page_size, hq, hkv, d, window_left=-1,
              mode=MODE_FOLD, tile_tokens=None):
-        """Returns (info int64 cpu tensor, meta int32 cuda tensor)."""
         qo = torch.tensor(qo_indptr, dtype=torch.int32)
-        kv = torch.tensor(kv_indptr, dtype=torch.int32)
-        sl = torch.tensor(seq_lens, dtype=torch.int32)
-        B = len(seq_lens)
         if tile_tokens is None:
             tile_tokens = self.tile_tokens(d, hq // hkv)
-        cap = self.lib.ma_ext_meta_capacity(B, int(qo[-1]), tile_tokens)
+        cap = torch.ops.mixed_attn.plan_meta_capacity(len(seq_lens), int(qo[-1]), tile_tokens)
         meta = torch.zeros(cap, dtype=torch.int32)
-        info = torch.zeros(NUM_PLAN_FIELDS, dtype=torch.int64)
-        err = ctypes.create_string_buffer(512)
-        rc = self.lib.ma_ext_plan(qo.data_ptr(), kv.data_ptr(), sl.data_ptr(), B, page_size, hq, hkv, d,
-                                  window_left, mode, tile_tokens, meta.data_ptr(), info.data_ptr(), err, 512)
-        if rc != 0:
-            raise RuntimeError(err.value.decode())
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        info = torch.ops.mixed_attn.plan(qo, torch.tensor(kv_indptr, dtype=torch.int32),
+                                         torch.tensor(seq_lens, dtype=torch.int32), meta, page_size,
+                                         hq, hkv, d, window_left, mode, sms, False, 2048, 32,
+                                         tile_tokens)
         return info, meta.cuda()
 
-    def run(self, info, meta, q, k_cache, v_cache, kv_indices, out, lse=None, sinks=None, sm_scale=None,
-            logit_cap=0.0, window_left=-1, k_scale=1.0, v_scale=1.0, stream=None):
-        T, hq, d = q.shape
-        hkv = k_cache.shape[2]
+    def run(self, info, meta, q, k_cache, v_cache, kv_indices, out, lse=None, sinks=None,
+            sm_scale=None, logit_cap=0.0, window_left=-1, k_scale=1.0, v_scale=1.0, stream=None):
         if sm_scale is None:
-            sm_scale = 1.0 / math.sqrt(d)
-        ptrs = (ctypes.c_void_p * 7)(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
-                                     kv_indices.data_ptr(), out.data_ptr(),
-                                     lse.data_ptr() if lse is not None else 0,
-                                     sinks.data_ptr() if sinks is not None else 0)
-        ints = (ctypes.c_int64 * 18)(q.stride(0), q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3],
-                                     out.stride(0), out.stride(1), lse.stride(0) if lse is not None else 0,
-                                     hq, hkv, d, k_cache.shape[1], window_left, DTYPE_CODE[q.dtype],
-                                     DTYPE_CODE[k_cache.dtype])
-        floats = (ctypes.c_float * 4)(sm_scale, logit_cap, k_scale, v_scale)
-        if stream is None:
-            stream = torch.cuda.current_stream().cuda_stream
-        err = self.lib.ma_ext_run(info.data_ptr(), meta.data_ptr(), ptrs, ints, floats, ctypes.c_void_p(stream))
-        if err is not None:
-            raise RuntimeError(err.decode())
+            sm_scale = q.shape[-1] ** -0.5
+        with torch.cuda.stream(stream or torch.cuda.current_stream()):
+            torch.ops.mixed_attn.forward(q, None, None, k_cache, v_cache, kv_indices, meta, info, None,
+                                         None, out, lse, sinks, sm_scale, logit_cap, window_left,
+                                         k_scale, v_scale)
 
 
 @pytest.fixture(scope="module")
 def lib():
-    if not HAVE_CUDA:
+    if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     path = os.environ.get("MA_EXTEND_LIB")
-    if not path:
-        if NVCC is None:
-            pytest.skip("needs nvcc to build the extend kernel")
-        path = build_library()
-    return ExtendLib(path)
+    if path:  # a variant built by benchmarks/sweep_extend.py
+        import sys
+
+        sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+        from extend_shim import ExtendLib
+
+        return ExtendLib(path)
+    if not mixed_attn.has_cuda_kernels():
+        pytest.skip("this build has no CUDA kernels")
+    return OpExtend()
 
 
 def make_batch(ext_lens, prefix_lens, hq, hkv, d, page_size, q_dtype, kv_dtype, gen, extra_pages=3):

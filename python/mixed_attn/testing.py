@@ -39,7 +39,6 @@ def make_batch(extend_lens, prefix_lens, num_qo_heads, num_kv_heads, head_dim, p
     assert len(extend_lens) == len(prefix_lens)
     g = torch.Generator().manual_seed(seed)
     kv_dtype = kv_dtype or dtype
-    B = len(extend_lens)
     seq = [e + p for e, p in zip(extend_lens, prefix_lens)]
     qo, kvp = [0], [0]
     for e, s in zip(extend_lens, seq):
