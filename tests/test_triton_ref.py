@@ -287,7 +287,7 @@ def test_split_and_fold_agree():
 def test_decode_row_alone_equals_in_batch():
     # Deterministic splits: a decode row's output does not depend on its batch, bit for bit.
     alone = Case([(180, 1)], 8, 2, 64, 16, seed=7, with_sinks=True)
-    batch = Case([(30, 9), (180, 1), (70, 1)], 8, 2, 64, 16, seed=8, with_sinks=True)
+    batch = Case([(30, 9), (180, 1), (70, 1), (400, 1)], 8, 2, 64, 16, seed=8, with_sinks=True)  # more splits
     # Same row data in both: row 1 of `batch` gets row 0 of `alone`'s pages, query, k, v, sinks.
     batch.sinks = alone.sinks
     for b_page, a_page in zip(batch.kv_indices[batch.kvp[1]:batch.kvp[2]], alone.kv_indices):
