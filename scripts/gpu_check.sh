@@ -15,15 +15,15 @@ export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/python" TORCH_CUDA_ARCH_LIST="9.0a"
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
 status=0
 
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$OUT/gpu.txt" 2>&1
 if has build; then
+  nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$OUT/gpu.txt" 2>&1
   start=$(date +%s)
   NINJA_JOBS=${NINJA_JOBS:-16} bash scripts/build_inplace.sh > "$OUT/build.log" 2>&1 || {
     cp build.log "$OUT/build_full.log" 2>/dev/null; tail -40 "$OUT/build.log"; exit 1; }
   echo "build: $(( $(date +%s) - start )) s"
 fi
 if has tests; then
-  timeout ${TEST_TIMEOUT:-300} python3 -m pytest -q -x -p no:cacheprovider tests ${PYTEST_ARGS:-} \
+  timeout ${TEST_TIMEOUT:-300} python3 -m pytest -q -p no:cacheprovider tests ${PYTEST_ARGS:-} \
     > "$OUT/tests.log" 2>&1 || status=1
   tail -15 "$OUT/tests.log"
 fi
@@ -31,7 +31,7 @@ if has diag; then
   python3 scripts/diag_throw.py 2>&1 | tee "$OUT/diag.log"
 fi
 if has sanitize; then
-  timeout 180 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -x \
+  timeout ${SANITIZE_TIMEOUT:-180} compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -x \
     -p no:cacheprovider tests -k "sanitize" > "$OUT/sanitize.log" 2>&1 || status=1
   grep -E "ERROR SUMMARY|passed|failed" "$OUT/sanitize.log" | tail -5
 fi
@@ -43,14 +43,15 @@ if has bench && [ -f benchmarks/bench_mixed.py ]; then
 fi
 for kernel in decode extend; do
   if has "${kernel}_bench" && [ -f "benchmarks/bench_${kernel}.py" ]; then
-    timeout 240 python3 "benchmarks/bench_${kernel}.py" --json "$OUT/bench_${kernel}.json" \
+    args_var="${kernel^^}_BENCH_ARGS"  # DECODE_BENCH_ARGS / EXTEND_BENCH_ARGS
+    timeout 240 python3 "benchmarks/bench_${kernel}.py" ${!args_var:-} \
       > "$OUT/bench_${kernel}.log" 2>&1 || status=1
     tail -25 "$OUT/bench_${kernel}.log"
   fi
 done
 if has replay && [ -f benchmarks/serve_replay.py ]; then
   timeout ${REPLAY_TIMEOUT:-150} python3 benchmarks/serve_replay.py ${REPLAY_ARGS:-} \
-    --markdown "$OUT/replay.md" --json "$OUT/replay.json" > "$OUT/replay.log" 2>&1 || status=1
+    --markdown "$OUT/replay.md" > "$OUT/replay.log" 2>&1 || status=1
   tail -20 "$OUT/replay.log"
 fi
 exit $status
