@@ -518,8 +518,16 @@ def test_gpu_vs_reference(case_id, Hq, Hkv, D, ps, dtype, kv_dtype, window, cap,
         assert_cache_equal(kc.cpu(), res["k_cache"], "k_cache: CUDA op vs Triton")
         assert_cache_equal(vc.cpu(), res["v_cache"], "v_cache: CUDA op vs Triton")
         if n:
-            assert_close_to(pl[:n].cpu(), res["partial_lse"][:n].double(), 1e-3, 1e-4, "partial_lse: CUDA vs Triton")
-            assert_close_to(po[:n].cpu(), res["partial_out"][:n].double(), 1e-2, 1e-2, "partial_out: CUDA vs Triton")
+            # The CUDA decode writes a row with a single split straight to out / lse and leaves its
+            # arena slot alone (the arena is scratch): compare the slots of split rows only.
+            sp = unpack_meta(info, meta.cpu())["decode_split_indptr"].tolist()
+            slots = [s for d in range(len(sp) - 1) if sp[d + 1] - sp[d] > 1 for s in range(sp[d], sp[d + 1])]
+            if slots:
+                idx = torch.tensor(slots)
+                assert_close_to(pl.cpu()[idx], res["partial_lse"][idx].double(), 1e-3, 1e-4,
+                                "partial_lse: CUDA vs Triton")
+                assert_close_to(po.cpu()[idx], res["partial_out"][idx].double(), 1e-2, 1e-2,
+                                "partial_out: CUDA vs Triton")
         atol, rtol = out_tol(case)
         assert_close_to(out.cpu(), res["out"].double(), atol, rtol, "out: CUDA vs Triton")
         assert_close_to(lse.cpu(), res["lse"].double(), 2e-3, 1e-4, "lse: CUDA vs Triton")
