@@ -109,3 +109,16 @@ def test_torch_compile_traces_the_op():
     out_c = compiled(b.q, b.k, b.v, b.k_cache.clone(), b.v_cache.clone(), poison_like(b.q))
     out_e = layer(b.q, b.k, b.v, b.k_cache.clone(), b.v_cache.clone(), poison_like(b.q))
     assert torch.equal(out_c, out_e)
+
+
+def test_metadata_buffers_grow_once_for_a_bigger_step(caplog):
+    # Built for 2 rows and 8 tokens; a step of 4 rows, then one of 300 tokens, still runs.
+    w = MixedAttention(4, 2, 64, 16, device="cpu", max_batch=2, max_tokens=8)
+    with caplog.at_level(logging.WARNING, logger="mixed_attn"):
+        out, lse, *_ = run_op(make_batch([1, 1, 1, 2], [5, 6, 7, 8], num_qo_heads=4, num_kv_heads=2,
+                                         head_dim=64, page_size=16), wrapper=w)
+        assert not torch.isnan(out).any()
+        b = make_batch([1, 299], [3, 40], num_qo_heads=4, num_kv_heads=2, head_dim=64, page_size=16)
+        out, lse, *_ = run_op(b, wrapper=w)
+    assert not torch.isnan(out).any() and w.max_batch == 4 and w.max_tokens == 300
+    assert sum("growing the metadata buffers" in r.getMessage() for r in caplog.records) == 2

@@ -43,6 +43,8 @@ def _host_int32(x, name):
             raise ValueError(
                 f"mixed_attn.plan: {name} must be a host tensor or a list (planning never reads "
                 f"device memory), got a tensor on {x.device}")
+        if x.dtype == torch.int32 and x.is_contiguous():
+            return x  # the common case costs nothing
         return x.to(torch.int32).contiguous()
     return torch.tensor(list(x), dtype=torch.int32)
 
@@ -121,7 +123,8 @@ class MixedAttention:
         # Two pinned host buffers used in turn, each with the event of its last upload, so a
         # plan never overwrites host memory that an earlier, still queued copy reads from.
         self._meta_host = [torch.empty(cap, dtype=torch.int32, pin_memory=pin) for _ in range(2)]
-        self._meta_events = [None, None]
+        # query() of an event never recorded is True: no wait on the first two plans.
+        self._meta_events = [torch.cuda.Event() for _ in range(2)] if pin else [None, None]
         self._meta_turn = 0
         self.plan_meta = torch.empty(cap, dtype=torch.int32, device=self.device)
 
@@ -138,25 +141,21 @@ class MixedAttention:
         qo = _host_int32(qo_indptr, "qo_indptr")
         kv = _host_int32(kv_indptr, "kv_indptr")
         sl = _host_int32(seq_lens, "seq_lens")
-        B, T = qo.numel() - 1, int(qo[-1]) if qo.numel() else 0
-        if B > self.max_batch or T > self.max_tokens:
-            logger.warning("mixed_attn: step of %d rows / %d tokens exceeds the configured "
-                           "max_batch=%d / max_tokens=%d: growing the metadata buffers once",
-                           B, T, self.max_batch, self.max_tokens)
-            self.max_batch, self.max_tokens = max(B, self.max_batch), max(T, self.max_tokens)
-            self._alloc_meta(self.max_batch, self.max_tokens)
-
+        if qo.numel() - 1 > self.max_batch:
+            self._grow_meta(qo)
         turn = self._meta_turn
         self._meta_turn ^= 1
-        host = self._meta_host[turn]
         ev = self._meta_events[turn]
         if ev is not None and not ev.query():
             ev.synchronize()  # only when the GPU is two whole steps behind the host
-        info = torch.ops.mixed_attn.plan(
-            qo, kv, sl, host, self.page_size, self.num_qo_heads, self.num_kv_heads,
-            self.head_dim, self.window_left, _MODES[self.mode], self.num_sms, self.deterministic,
-            self.fixed_split_tokens, self.max_splits_per_row, self.extend_tile_tokens,
-            self.min_split_tokens, self.ctas_per_sm)
+        try:
+            info = self._plan_into(self._meta_host[turn], qo, kv, sl)
+        except RuntimeError as e:
+            if "metadata needs" not in str(e):  # more tokens than max_tokens
+                raise
+            self._grow_meta(qo)
+            info = self._plan_into(self._meta_host[turn], qo, kv, sl)
+        host = self._meta_host[turn]
         n = _pi.field(info, "meta_len")
         need = _pi.field(info, "num_partials")
         if self.mode == "split" and need > self.arena_slots:
@@ -168,13 +167,26 @@ class MixedAttention:
         # The one host-to-device copy of the step.
         self.plan_meta[:n].copy_(host[:n], non_blocking=True)
         self.h2d_copies += 1
-        if self.device.type == "cuda":
-            ev = torch.cuda.Event()
-            ev.record()
-            self._meta_events[turn] = ev
+        if self._meta_events[turn] is not None:
+            self._meta_events[turn].record()
         self.plan_info = info
         self._num_pages_needed = _pi.field(info, "num_kv_pages")
         return info
+
+    def _plan_into(self, host, qo, kv, sl):
+        return torch.ops.mixed_attn.plan(
+            qo, kv, sl, host, self.page_size, self.num_qo_heads, self.num_kv_heads,
+            self.head_dim, self.window_left, _MODES[self.mode], self.num_sms, self.deterministic,
+            self.fixed_split_tokens, self.max_splits_per_row, self.extend_tile_tokens,
+            self.min_split_tokens, self.ctas_per_sm)
+
+    def _grow_meta(self, qo):
+        B, T = qo.numel() - 1, int(qo[-1])
+        logger.warning("mixed_attn: step of %d rows / %d tokens exceeds the configured "
+                       "max_batch=%d / max_tokens=%d: growing the metadata buffers once",
+                       B, T, self.max_batch, self.max_tokens)
+        self.max_batch, self.max_tokens = max(B, self.max_batch), max(T, self.max_tokens)
+        self._alloc_meta(self.max_batch, self.max_tokens)
 
     # -- run -------------------------------------------------------------------------------
     def run(self, q, k_cache, v_cache, kv_indices, k=None, v=None, out=None, lse=None,
