@@ -730,15 +730,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    t_start = time.perf_counter()
-    gpu = torch.cuda.is_available() and not args.cpu
-    device = torch.device("cuda" if gpu else "cpu")
-    env = C.describe_env(args.commit)
-    if not gpu:
-        env["gpu"] = None
-    print(f"bench_mixed | {C.env_line(env)}", flush=True)
-    if not gpu:
-        print(C.NO_GPU_BANNER, flush=True)
+    t_start, gpu, device, env = C.start_run("bench_mixed", args)
 
     if gpu:
         pool = {c.name: c for c in C.ALL_CASES}

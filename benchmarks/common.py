@@ -743,6 +743,21 @@ def write_text(path, text):
         f.write(text)
 
 
+def start_run(name, args):
+    """Common start of the benchmark scripts: the clock, where to run, and the environment line
+    (printed, with a plain banner when there is no GPU). Returns (t_start, gpu, device, env)."""
+    t_start = time.perf_counter()
+    gpu = torch.cuda.is_available() and not args.cpu
+    device = torch.device("cuda" if gpu else "cpu")
+    env = describe_env(args.commit)
+    if not gpu:
+        env["gpu"] = None
+    print(f"{name} | {env_line(env)}", flush=True)
+    if not gpu:
+        print(NO_GPU_BANNER, flush=True)
+    return t_start, gpu, device, env
+
+
 def default_out_dir(name):
     """$OUT (the device machine's output folder) when set, else /tmp/mixed_attn_bench."""
     return os.environ.get("OUT") or os.path.join("/tmp", "mixed_attn_bench")

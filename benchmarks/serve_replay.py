@@ -491,15 +491,7 @@ def markdown(env, cfg, results, args, total_s, gpu, backend, ceilings, final=Tru
 
 def main(argv=None):
     args = parse_args(argv)
-    t_start = time.perf_counter()
-    gpu = torch.cuda.is_available() and not args.cpu
-    device = torch.device("cuda" if gpu else "cpu")
-    env = C.describe_env(args.commit)
-    if not gpu:
-        env["gpu"] = None
-    print(f"serve_replay | {C.env_line(env)}", flush=True)
-    if not gpu:
-        print(C.NO_GPU_BANNER, flush=True)
+    t_start, gpu, device, env = C.start_run("serve_replay", args)
     cfg = config_for(args, gpu)
     print(f"model {cfg.num_qo_heads}/{cfg.num_kv_heads}/{cfg.head_dim}, {cfg.layers} layers "
           f"(attention only), page {cfg.page_size}, budget {cfg.token_budget} tokens/step, "
