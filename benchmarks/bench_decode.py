@@ -39,6 +39,12 @@ sys.path.insert(0, str(ROOT / "python"))
 from common import measure_ceilings  # noqa: E402
 from mixed_attn.testing import OpPlan, op_forward  # noqa: E402
 
+try:
+    from mixed_attn.triton_ref import triton_decode  # noqa: E402
+except Exception as e:  # noqa: BLE001  (no triton: the oracle's rows are left out)
+    print(f"no Triton oracle rows: {e}")
+    triton_decode = None
+
 CASES = {
     "H": dict(rows=128, seq=4096, Hq=32, Hkv=8, D=128),
     "L": dict(rows=32, seq=32768, Hq=32, Hkv=8, D=128),  # 32 rows at 32k
@@ -102,18 +108,8 @@ def main():
         kv_bytes = sum(lens) * c["Hkv"] * c["D"] * 2 * 2
         out = torch.empty_like(q)
         lse = torch.empty(q.shape[0], c["Hq"], device="cuda")
-        for pname, pkw in POLICIES:
-            if pname not in args.policies.split(","):
-                continue
-            plan = OpPlan(qo, kvp, lens, 16, c["Hq"], c["Hkv"], c["D"], **pkw)
-            slots = max(plan.num_partials, 1)
-            po = torch.empty(slots, c["Hq"], c["D"], device="cuda")
-            pl = torch.empty(slots, c["Hq"], device="cuda")
-
-            def run():
-                op_forward(plan, q, kc, vc, kvi, out, lse, None, po, pl)
-
-            t = time_ms(run)
+        def record(pname, plan, fn):
+            t = time_ms(fn)
             r = dict(case=name, policy=pname, splits=plan.max_splits, partials=plan.num_partials,
                      ms=t, tbps=kv_bytes / (t * 1e-3) / 1e12,
                      frac_copy=kv_bytes / copy_bw / (t * 1e-3), frac_read=kv_bytes / read_bw / (t * 1e-3))
@@ -121,6 +117,23 @@ def main():
             print(f"{name:2s} {pname:8s} splits/row<={r['splits']:3d} partials={r['partials']:5d} "
                   f"{t:.4f} ms  {r['tbps']:.3f} TB/s  floor/time: copy {r['frac_copy']:.3f}  "
                   f"read {r['frac_read']:.3f}", flush=True)
+            return t
+
+        mine = {}
+        for pname, pkw in POLICIES:
+            if pname not in args.policies.split(","):
+                continue
+            plan = OpPlan(qo, kvp, lens, 16, c["Hq"], c["Hkv"], c["D"], **pkw)
+            slots = max(plan.num_partials, 1)
+            po = torch.empty(slots, c["Hq"], c["D"], device="cuda")
+            pl = torch.empty(slots, c["Hq"], device="cuda")
+            mine[pname] = record(pname, plan, lambda: op_forward(plan, q, kc, vc, kvi, out, lse, None, po, pl))
+            if pname == "sm2" and triton_decode is not None:
+                # The Triton oracle's split-KV decode on the same plan and arena, same process.
+                t_tri = record("triton", plan, lambda: triton_decode(q, kc, vc, kvi, plan.meta, plan.info,
+                                                                      po, pl, out, lse))
+                print(f"{name:2s} Triton decode / mixed_attn decode (sm2 plan): {t_tri / mine['sm2']:.2f}x",
+                      flush=True)
         del q, kc, vc, out
         torch.cuda.empty_cache()
     if args.json:
