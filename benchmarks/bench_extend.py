@@ -7,7 +7,12 @@ once by the real planner, then the kernel alone timed with
 triton.testing.do_bench (median, warm-up first) when triton is there, else
 CUDA events over 50 launches after 10 warm-up launches.
 FLOPs = 4 * D * Hq * (query, key) pairs attended (causal, no window).
-Prints TFLOP/s and the fraction of the matmul rate per case.
+Prints TFLOP/s and the fraction of the matmul rate per case and kernel:
+  auto   what launch_extend picks: the warp-specialised sm_90a kernel
+         (csrc/cuda/extend_sm90.cuh) on an H100/H200 build with 90a, else mma.sync;
+  mma    MIXED_ATTN_EXTEND_KERNEL=mma: the portable mma.sync kernel (extend_kernel.cuh);
+  triton the Triton oracle's extend (python/mixed_attn/triton_ref.py) on the same plan,
+         with its time as a ratio to the first kernel's ("triton / auto").
 
 The kernel is reached through the test shim (see tests/test_cuda_extend.py):
 set MA_EXTEND_LIB to a prebuilt library, or it is compiled here with nvcc.
@@ -61,7 +66,8 @@ def matmul_tflops(n=8192):
     return 2 * n**3 / ms / 1e9
 
 
-def run_case(lib, name, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfloat16, fp8=False):
+def run_case(lib, name, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfloat16, fp8=False,
+             kernel="auto"):
     gen = torch.Generator(device="cuda").manual_seed(0)
     seq = prefix + ext
     pages = (seq + page_size - 1) // page_size
@@ -73,7 +79,16 @@ def run_case(lib, name, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfl
     q = torch.randn(ext, hq, d, device="cuda", generator=gen).to(q_dtype)
     out = torch.empty_like(q)
     info, meta = lib.plan([0, ext], [0, pages], [seq], page_size, hq, hkv, d)
-    fn = lambda: lib.run(info, meta, q, k_cache, v_cache, kv_indices, out)  # noqa: E731
+    if kernel == "triton":
+        from mixed_attn.triton_ref import triton_extend
+
+        fn = lambda: triton_extend(q, k_cache, v_cache, kv_indices, meta, info, out)  # noqa: E731
+    else:
+        if kernel == "mma":
+            os.environ["MIXED_ATTN_EXTEND_KERNEL"] = "mma"
+        else:
+            os.environ.pop("MIXED_ATTN_EXTEND_KERNEL", None)
+        fn = lambda: lib.run(info, meta, q, k_cache, v_cache, kv_indices, out)  # noqa: E731
     fn()
     torch.cuda.synchronize()
     ms = bench_ms(fn)
@@ -87,7 +102,9 @@ def main():
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--fp8", action="store_true", help="also time the fp8-cache variant of each case")
     ap.add_argument("--json", default=None, help="write the rows here as JSON")
+    ap.add_argument("--kernels", default="auto,mma,triton", help="comma list of auto, mma, triton")
     args = ap.parse_args()
+    kernels = args.kernels.split(",")
     if os.environ.get("MA_EXTEND_LIB"):  # a variant library built by extend_shim.build_library
         sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
         from extend_shim import ExtendLib
@@ -103,18 +120,26 @@ def main():
         ext, prefix, hq, hkv, d = CASES[name]
         variants = [False, True] if args.fp8 else [False]
         for fp8 in variants:
-            ms, tf = run_case(lib, name, ext, prefix, hq, hkv, d, fp8=fp8)
-            label = name + ("-fp8" if fp8 else "")
-            rows.append((label, ext, prefix, f"{hq}/{hkv}/{d}", ms, tf, tf / mm))
-    print(f"{'case':10s} {'new':>6s} {'prefix':>7s} {'Hq/Hkv/D':>10s} {'ms':>8s} {'TFLOP/s':>8s} {'of mm':>6s}")
-    for label, ext, prefix, shape, ms, tf, frac in rows:
-        print(f"{label:10s} {ext:6d} {prefix:7d} {shape:>10s} {ms:8.3f} {tf:8.1f} {frac:6.1%}")
+            first_ms = None
+            for kernel in kernels:
+                ms, tf = run_case(lib, name, ext, prefix, hq, hkv, d, fp8=fp8, kernel=kernel)
+                first_ms = first_ms or ms
+                label = name + ("-fp8" if fp8 else "")
+                rows.append((label, kernel, ext, prefix, f"{hq}/{hkv}/{d}", ms, tf, tf / mm, ms / first_ms))
+                print(f"{label:10s} {kernel:6s} {ms:8.3f} ms {tf:7.1f} TFLOP/s {tf / mm:6.1%} of mm", flush=True)
+    os.environ.pop("MIXED_ATTN_EXTEND_KERNEL", None)
+    print(f"{'case':10s} {'kernel':6s} {'new':>6s} {'prefix':>7s} {'Hq/Hkv/D':>10s} {'ms':>8s} {'TFLOP/s':>8s} "
+          f"{'of mm':>6s} {'/' + kernels[0]:>7s}")
+    for label, kernel, ext, prefix, shape, ms, tf, frac, ratio in rows:
+        print(f"{label:10s} {kernel:6s} {ext:6d} {prefix:7d} {shape:>10s} {ms:8.3f} {tf:8.1f} {frac:6.1%} "
+              f"{ratio:6.2f}x")
     if args.json:
         import json
 
         with open(args.json, "w") as f:
-            json.dump(dict(matmul_tflops=mm, rows=[dict(case=r[0], new=r[1], prefix=r[2], shape=r[3],
-                                                        ms=r[4], tflops=r[5], frac_matmul=r[6])
+            json.dump(dict(matmul_tflops=mm, rows=[dict(case=r[0], kernel=r[1], new=r[2], prefix=r[3], shape=r[4],
+                                                        ms=r[5], tflops=r[6], frac_matmul=r[7],
+                                                        time_over_first_kernel=r[8])
                                                    for r in rows]), f, indent=1)
 
 

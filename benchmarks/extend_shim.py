@@ -43,7 +43,7 @@ def build_library(out_dir=None, arch=None, extra_flags=()):
     sources.append(os.path.join(ROOT, "csrc/planner/plan.cc"))
     flags = ["-std=c++17", "-O3", "-I" + os.path.join(ROOT, "csrc/include"),
              "-I" + os.path.join(ROOT, "csrc"), f"-gencode=arch=compute_{arch},code=sm_{arch}",
-             "-Xcompiler", "-fPIC"] + list(extra_flags)
+             "-Xcompiler", "-fPIC"] + (["-DMA_EXTEND_SM90_BUILT=1"] if arch == "90a" else []) + list(extra_flags)
     procs, objs = [], []
     for src in sources:
         obj = os.path.join(out_dir, os.path.basename(src) + ".o")

@@ -16,7 +16,10 @@ B = 4096 new over 4096, D = 1024 new over 16384, Hq/Hkv 32/8; matmul 686-708 TFL
            memory (WgmmaSS). Their times (1.87 / 1.26 ms on B / D at d128) matched v0, so the
            plain wgmma swap alone does not buy speed: the loop is bound elsewhere (softmax,
            the barrier per tile, page-id loads on the critical path: see p0).
-The w*, p* variants were written after that call and are not yet run on a GPU.
+Second call (same day): p0 (page ids read a tile ahead) 1.604 / 1.086 ms on B / D at d128, 0.833 /
+0.578 at d64, 1.930 / 1.355 at d256, tests passed -> now the default; pw1 (wgmma in the mma.sync
+loop, Q in shared memory) passed the tests: 1.678 / 1.133 at d128, 1.608 / 1.123 at d256.
+The s* variants time the warp-specialised sm_90a kernel (csrc/cuda/extend_sm90.cuh).
 """
 
 import os
@@ -35,20 +38,22 @@ def shape_flags(d, w, mt, bn, st, qr, wg=0):
 
 
 VARIANTS = {
-    "v0": {},  # the defaults in extend_kernel.cuh
+    # mma.sync kernel shapes (extend_kernel.cuh); page-id prefetch is on by default since p0.
+    "v0": {},  # the defaults
     "v1": {64: (4, 2, 32, 3, 0), 128: (4, 2, 32, 3, 0), 256: (4, 1, 32, 2, 0)},
     "v2": {64: (4, 2, 64, 3, 0), 128: (4, 2, 64, 2, 0), 256: (8, 1, 32, 3, 0)},
-    "v3": {64: (8, 2, 64, 2, 0), 128: (8, 2, 32, 2, 0), 256: (8, 1, 64, 2, 0)},
-    "v4": {64: (8, 1, 64, 2, 1), 128: (8, 1, 32, 4, 1), 256: (8, 1, 16, 4, 0)},
-    # wgmma (sm_90a): Q and K from shared memory, P from registers.
-    "w1": {64: (8, 1, 64, 3, 0, 1), 128: (8, 1, 64, 3, 0, 1), 256: (8, 1, 64, 2, 0, 1)},
-    "w2": {64: (8, 1, 128, 3, 0, 1), 128: (8, 1, 128, 2, 0, 1)},
-    "w3": {64: (4, 1, 64, 3, 0, 1), 128: (4, 1, 64, 2, 0, 1)},
-    # page ids read one K/V tile ahead (MA_EXTEND_PREFETCH_PAGES)
-    "p0": {"extra": ["-DMA_EXTEND_PREFETCH_PAGES=1"]},
-    "pw1": {64: (8, 1, 64, 3, 0, 1), 128: (8, 1, 64, 3, 0, 1), 256: (8, 1, 64, 2, 0, 1),
-            "extra": ["-DMA_EXTEND_PREFETCH_PAGES=1"]},
+    "pw1": {64: (8, 1, 64, 3, 0, 1), 128: (8, 1, 64, 3, 0, 1), 256: (8, 1, 64, 2, 0, 1)},
+    # warp-specialised sm_90a kernel (extend_sm90.cuh): keys per tile and ring slots per head dim.
+    "s0": {},  # its defaults (the same build as v0: launch_extend picks it for b16 caches)
+    "s1": {"extra": ["-DMA_SM90_OVERLAP=0"]},  # one GEMM at a time in each warpgroup
+    "s2": {"extra": ["-DMA_SM90_D64_BN=64", "-DMA_SM90_D64_ST=6", "-DMA_SM90_D128_BN=64",
+                     "-DMA_SM90_D128_ST=4"]},
+    "s3": {"extra": ["-DMA_SM90_D64_ST=2", "-DMA_SM90_D128_ST=3"]},
 }
+# bench_extend.py --kernels per variant: mma.sync variants time the mma kernel, sm90 ones the default.
+KERNELS = {"v": "mma", "p": "mma", "s": "auto"}
+
+
 
 
 def main():
@@ -73,15 +78,26 @@ def main():
             print("BUILD FAILED\n" + err, flush=True)
             continue
         env["MA_EXTEND_LIB"] = lib
-        subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks/bench_extend.py")] +
-                       (["--fp8"] if name in ("v0", "w1", "p0", "pw1") else []), env=env, timeout=120)
-        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                            os.path.join(ROOT, "tests/test_cuda_extend.py")], env=env, timeout=120,
-                           capture_output=True, text=True)
+        # Tests first (a variant that fails them, or hangs, is not timed).
+        try:
+            r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                                os.path.join(ROOT, "tests/test_cuda_extend.py")], env=env, timeout=90,
+                               capture_output=True, text=True)
+            log, summary = f"{r.stdout}\n{r.stderr}", (r.stdout.strip().splitlines() or [r.stderr[-500:]])[-1]
+            passed = r.returncode == 0
+        except subprocess.TimeoutExpired as e:
+            log, summary, passed = str(e.stdout), "TIMED OUT after 90 s (hang?)", False
         with open(os.path.join(out, "tests.log"), "a") as f:
-            f.write(f"==== {name}\n{r.stdout}\n{r.stderr}\n")
-        print("tests:", r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr[-500:], flush=True)
-
+            f.write(f"==== {name}\n{log}\n")
+        print("tests:", summary, flush=True)
+        if not passed:
+            continue
+        kernels = "auto,mma,triton" if name == "s0" else KERNELS[name[0]]
+        try:
+            subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks/bench_extend.py"), "--kernels", kernels] +
+                           (["--fp8"] if name == "s0" else []), env=env, timeout=180)
+        except subprocess.TimeoutExpired:
+            print("bench TIMED OUT", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -69,6 +69,18 @@ def lib():
     return OpExtend()
 
 
+@pytest.fixture(autouse=True, params=["auto", "mma"])
+def extend_kernel(request, monkeypatch):
+    """Every test runs on both kernels: "auto" (the warp-specialised sm_90a kernel where the build
+    and the GPU have it, the mma.sync kernel elsewhere) and "mma" (MIXED_ATTN_EXTEND_KERNEL=mma
+    forces the portable mma.sync kernel; launch_extend reads the variable on every launch)."""
+    if request.param == "mma":
+        monkeypatch.setenv("MIXED_ATTN_EXTEND_KERNEL", "mma")
+    else:
+        monkeypatch.delenv("MIXED_ATTN_EXTEND_KERNEL", raising=False)
+    return request.param
+
+
 def make_batch(ext_lens, prefix_lens, hq, hkv, d, page_size, q_dtype, kv_dtype, gen, extra_pages=3):
     """Random q and paged caches with pages scattered; unused slots poisoned with NaN."""
     seq_lens = [p + e for p, e in zip(prefix_lens, ext_lens)]

@@ -6,13 +6,47 @@
 #include "cuda/launch.h"
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 namespace mixed_attn::gpu {
 namespace {
 
+#if defined(MA_CUDA)
+// The warp-specialised kernel (extend_sm90.cuh) needs wgmma, i.e. code built for
+// sm_90a (MA_EXTEND_SM90_BUILT, set by the build when the arch list has 90a)
+// running on a compute-capability 9.0 device. MIXED_ATTN_EXTEND_KERNEL=mma
+// forces the portable mma.sync kernel (A/B runs, kill switch).
+bool use_sm90_kernel() {
+#if defined(MA_EXTEND_SM90_BUILT)
+  // Read on every launch (tens of ns) so that tests can run both kernels in one process.
+  const char* forced = std::getenv("MIXED_ATTN_EXTEND_KERNEL");
+  if (forced != nullptr && std::strcmp(forced, "mma") == 0) return false;
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
+    return false;
+  return major == 9 && minor == 0;
+#else
+  return false;
+#endif
+}
+#endif
+
 template <typename T>
 const char* dispatch_head_dim(const ExtendParams& p, bool fp8, gpuStream_t stream) {
   using namespace extend_detail;
+#if defined(MA_CUDA)
+  if (!fp8 && use_sm90_kernel()) {
+    switch (p.attn.head_dim) {
+      case 64: return launch_extend_sm90_impl<64, T>(p, stream);
+      case 128: return launch_extend_sm90_impl<128, T>(p, stream);
+      case 256: return launch_extend_sm90_impl<256, T>(p, stream);
+      default: break;
+    }
+  }
+#endif
   switch (p.attn.head_dim) {
     case 64:
       return fp8 ? launch_extend_impl<64, T, true>(p, stream) : launch_extend_impl<64, T, false>(p, stream);

@@ -1,10 +1,13 @@
 // Extend kernel instantiations for head_dim 128 (one file per head dim so the
 // build compiles them in parallel).
 #include "cuda/extend_kernel.cuh"
+#include "cuda/extend_sm90.cuh"
 
 namespace mixed_attn::gpu::extend_detail {
 template const char* launch_extend_impl<128, ma_bf16, false>(const ExtendParams&, gpuStream_t);
 template const char* launch_extend_impl<128, ma_half, false>(const ExtendParams&, gpuStream_t);
 template const char* launch_extend_impl<128, ma_bf16, true>(const ExtendParams&, gpuStream_t);
 template const char* launch_extend_impl<128, ma_half, true>(const ExtendParams&, gpuStream_t);
+template const char* launch_extend_sm90_impl<128, ma_bf16>(const ExtendParams&, gpuStream_t);
+template const char* launch_extend_sm90_impl<128, ma_half>(const ExtendParams&, gpuStream_t);
 }  // namespace mixed_attn::gpu::extend_detail

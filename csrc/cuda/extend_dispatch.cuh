@@ -11,4 +11,9 @@ namespace mixed_attn::gpu::extend_detail {
 template <int kHeadDim, typename T, bool kFp8>
 const char* launch_extend_impl(const ExtendParams& p, gpuStream_t stream);
 
+// One (head dim, element type) instantiation of the warp-specialised sm_90a
+// kernel (extend_sm90.cuh; b16 caches only).
+template <int kHeadDim, typename T>
+const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream);
+
 }  // namespace mixed_attn::gpu::extend_detail

@@ -1,0 +1,519 @@
+// Hopper (sm_90a) extend kernel: warp-specialised, FlashAttention-3 style.
+//
+// Same work list, tile semantics and numerics as extend_kernel.cuh (one CTA per
+// (extend tile, group of q heads); GQA heads packed into the 128 query rows;
+// online softmax in base 2; masks only on diagonal / window-edge tiles), but
+// the CTA is split by role:
+//   warpgroup 0, the producer: 128 threads that only copy. They read the page
+//     ids of a K/V tile into a shared table (one key per thread, loaded a tile
+//     ahead so their latency hides behind the copies), then issue 16-byte
+//     cp.async of K and V into a ring of kStages slots and signal an mbarrier
+//     per slot when the copies land (cp.async.mbarrier.arrive.noinc). Paged KV
+//     with any page size rules out TMA tiles, hence cp.async.
+//   warpgroups 1 and 2, the consumers: 64 query rows each. S = Q K^T as wgmma
+//     with Q and K in shared memory; softmax in registers; O += P V as wgmma
+//     with P from registers. The S GEMM of tile t is issued together with the
+//     P V GEMM of tile t-1, and the exponentials of tile t run while that P V
+//     is still on the tensor cores (intra-warpgroup overlap); the two consumer
+//     warpgroups interleave on their own as well.
+// The producer gives registers back (setmaxnreg) so that the consumers hold
+// S, P and O without spilling.
+// No __syncthreads in the main loop: full/empty mbarriers per K and V slot.
+//
+// Shared-memory tiles use the wgmma no-swizzle canonical layout (kv_off<..,
+// true> in extend_kernel.cuh): 8 rows x 16 bytes per 128-byte core matrix. The
+// producer's lanes write 8 rows x 4 chunks = 512 contiguous bytes per warp
+// instruction, so the stores are conflict-free.
+//
+// Scope: bf16 / fp16 q with a cache of the same type, head dims 64/128/256.
+// The fp8 cache and other GPUs use extend_kernel.cuh (launch_extend chooses).
+#pragma once
+#include <cstdint>
+
+#include "cuda/extend_kernel.cuh"
+
+namespace mixed_attn::gpu::extend_detail {
+
+// Tile shapes of the sm_90a kernel per head dim: kBlockN keys per K/V tile,
+// kStages ring slots, registers per thread after setmaxnreg for producer and
+// consumers (128 * producer + 256 * consumer <= 64K). Overridable for sweeps
+// (-DMA_SM90_D128_BN=... etc., benchmarks/sweep_extend.py).
+#ifndef MA_SM90_D64_BN
+#define MA_SM90_D64_BN 128
+#endif
+#ifndef MA_SM90_D64_ST
+#define MA_SM90_D64_ST 4
+#endif
+#ifndef MA_SM90_D128_BN
+#define MA_SM90_D128_BN 128
+#endif
+#ifndef MA_SM90_D128_ST
+#define MA_SM90_D128_ST 2
+#endif
+#ifndef MA_SM90_D256_BN
+#define MA_SM90_D256_BN 64
+#endif
+#ifndef MA_SM90_D256_ST
+#define MA_SM90_D256_ST 2
+#endif
+// 1: issue S(t) with PV(t-1) and exponentiate while PV runs; 0: one GEMM at a time.
+#ifndef MA_SM90_OVERLAP
+#define MA_SM90_OVERLAP 1
+#endif
+
+template <int kHeadDim> struct Sm90Traits;
+template <> struct Sm90Traits<64> {
+  static constexpr int kBlockN = MA_SM90_D64_BN, kStages = MA_SM90_D64_ST;
+  static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
+};
+template <> struct Sm90Traits<128> {
+  static constexpr int kBlockN = MA_SM90_D128_BN, kStages = MA_SM90_D128_ST;
+  static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
+};
+template <> struct Sm90Traits<256> {
+  static constexpr int kBlockN = MA_SM90_D256_BN, kStages = MA_SM90_D256_ST;
+  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+};
+
+constexpr int kSm90BlockM = 128;  // two consumer warpgroups of 64 rows
+constexpr int kSm90Threads = 384;
+
+template <int kHeadDim>
+constexpr int sm90_smem_bytes() {
+  using Tr = Sm90Traits<kHeadDim>;
+  return kSm90BlockM * kHeadDim * 2                      // Q
+         + Tr::kStages * 2 * Tr::kBlockN * kHeadDim * 2  // K and V slots
+         + 2 * Tr::kBlockN * 8                           // page table, two tiles
+         + (4 * Tr::kStages + 2) * 8;                    // mbarriers
+}
+
+#if MA_EXTEND_HAS_WGMMA
+// ---- mbarrier and register-budget primitives (PTX ISA 8.0, sm_90) ----
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count));
+}
+// Blocks until the phase with parity `parity` of the barrier has completed.
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n"
+      "}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+// Arrives on the barrier once every cp.async this thread has issued so far has
+// landed. noinc: the arrival counts against the barrier's expected count.
+__device__ __forceinline__ void mbar_arrive_on_cp_async(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+template <int kRegs>
+__device__ __forceinline__ void regs_release() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void regs_claim() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+// Barrier 1 among the producer warpgroup only (barrier 0 is __syncthreads).
+__device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
+#endif  // MA_EXTEND_HAS_WGMMA
+
+template <int kHeadDim, typename T>
+__global__ void __launch_bounds__(kSm90Threads, 1) extend_sm90_kernel(const ExtendArgs args) {
+#if MA_EXTEND_HAS_WGMMA
+  using Tr = Sm90Traits<kHeadDim>;
+  constexpr int D = kHeadDim;
+  constexpr int BM = kSm90BlockM;
+  constexpr int BN = Tr::kBlockN;
+  constexpr int kStages = Tr::kStages;
+  constexpr int kChunks = D / 8;          // 16-byte chunks per row
+  constexpr int kQuads = kChunks / 4;     // a warp instruction writes 4 chunks of 8 rows
+  constexpr int kNTilesS = BN / 8;
+  constexpr int kNTilesO = D / 8;
+  constexpr int kTileElems = BN * D;
+  constexpr float kLog2e = 1.4426950408889634f;
+  static_assert(BN % 64 == 0 && BN <= 128 && D % 32 == 0, "sm90 tile shape");
+  static_assert(kStages >= 2, "ring needs two slots");
+
+  const AttentionCommon& a = args.a;
+  const PlanView& plan = a.plan;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* smem_q = reinterpret_cast<T*>(smem_raw);
+  T* smem_kv = smem_q + BM * D;  // slot s: K at 2s * kTileElems, V at (2s + 1) * kTileElems
+  int2* page_table = reinterpret_cast<int2*>(smem_kv + kStages * 2 * kTileElems);  // [2][BN]
+  uint64_t* bars = reinterpret_cast<uint64_t*>(page_table + 2 * BN);
+  uint64_t* k_full = bars;
+  uint64_t* v_full = bars + kStages;
+  uint64_t* k_empty = bars + 2 * kStages;
+  uint64_t* v_empty = bars + 3 * kStages;
+  uint64_t* q_full = bars + 4 * kStages;
+  uint64_t* q_empty = q_full + 1;
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&k_full[s], 128);  // every producer thread arrives (cp.async)
+      mbar_init(&v_full[s], 128);
+      mbar_init(&k_empty[s], 8);   // every consumer warp arrives
+      mbar_init(&v_empty[s], 8);
+    }
+    mbar_init(q_full, 128);
+    mbar_init(q_empty, 8);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  const int tile_index = blockIdx.x / args.head_groups;
+  const int head_group = blockIdx.x % args.head_groups;
+  const int pack = args.pack;
+  const int q_head0 = head_group * pack;
+  const int kv_head = q_head0 / (a.num_qo_heads / a.num_kv_heads);
+  const int row = plan.extend_tiles[2 * tile_index];
+  const int tile_q0 = plan.extend_tiles[2 * tile_index + 1];
+  const int token0 = plan.qo_indptr[row];
+  const int extend_len = plan.qo_indptr[row + 1] - token0;
+  const int prefix = plan.seq_lens[row] - extend_len;
+  const int tile_end = min(tile_q0 + plan.extend_tile_tokens, extend_len);
+  const int window = a.window_left;
+
+  if (warp < 4) {
+    // ======================= producer warpgroup =======================
+    regs_release<Tr::kProducerRegs>();
+    const T* q_ptr = static_cast<const T*>(a.q);
+    const T* k_cache = static_cast<const T*>(a.k_cache) + int64_t(kv_head) * a.k_stride_head;
+    const T* v_cache = static_cast<const T*>(a.v_cache) + int64_t(kv_head) * a.v_stride_head;
+    const int page_size = a.page_size;
+    const int page_base = plan.kv_indptr[row];
+    const int row_in_group = lane % 8;  // this lane's row within an 8-row group
+    const int chunk_in_quad = lane / 8;
+    int it = 0;  // K/V tiles issued so far (over all passes): ring position
+    for (int pass = 0, pass_q0 = tile_q0; pass_q0 < tile_end; ++pass, pass_q0 += args.tile_capacity) {
+      const int nq = min(args.tile_capacity, tile_end - pass_q0);
+      const int rows_valid = nq * pack;
+      const int min_pos = prefix + pass_q0;
+      const int kv_hi = prefix + pass_q0 + nq;
+      const int kv_lo = window >= 0 ? max(0, min_pos - window) : 0;
+      const int first_tile_key = kv_lo / BN * BN;
+      const int num_kv_tiles = (kv_hi - first_tile_key + BN - 1) / BN;
+
+      // Q: rows past the tile's queries are zero.
+      if (pass > 0) mbar_wait(q_empty, (pass - 1) & 1);
+      for (int u = warp; u < (BM / 8) * kQuads; u += 4) {
+        const int r = (u / kQuads) * 8 + row_in_group;
+        const int c = (u % kQuads) * 4 + chunk_in_quad;
+        const bool valid = r < rows_valid;
+        const int qi = valid ? r / pack : 0;
+        const int h = q_head0 + (valid ? r % pack : 0);
+        const T* src = q_ptr + int64_t(token0 + pass_q0 + qi) * a.q_stride_token +
+                       int64_t(h) * a.q_stride_head + c * 8;
+        cp_async_16(smem_q + kv_off<kChunks, true>(r, c), src, valid);
+      }
+      mbar_arrive_on_cp_async(q_full);
+
+      // Page id of key (first_tile_key + tile * BN + tid), or -1 outside [kv_lo, kv_hi).
+      auto read_page = [&](int tile) {
+        const int j = first_tile_key + tile * BN + tid;
+        if (tid >= BN || tile >= num_kv_tiles || j < kv_lo || j >= kv_hi) return -1;
+        return a.kv_indices[page_base + j / page_size];
+      };
+      int next_page = read_page(0);
+      for (int tile = 0; tile < num_kv_tiles; ++tile, ++it) {
+        // Alternate by ring position, not by tile: a new pass must not reuse the last one's table.
+        int2* table = page_table + (it & 1) * BN;
+        if (tid < BN) {
+          const int j = first_tile_key + tile * BN + tid;
+          table[tid] = make_int2(next_page, j % page_size);
+        }
+        next_page = read_page(tile + 1);  // lands while this tile's copies are issued
+        producer_sync();
+        const int slot = it % kStages;
+        const int parity = ((it / kStages) & 1) ^ 1;
+        T* k_dst = smem_kv + 2 * slot * kTileElems;
+        T* v_dst = k_dst + kTileElems;
+        mbar_wait(&k_empty[slot], parity);
+#pragma unroll 4
+        for (int u = warp; u < (BN / 8) * kQuads; u += 4) {
+          const int r = (u / kQuads) * 8 + row_in_group;
+          const int c = (u % kQuads) * 4 + chunk_in_quad;
+          const int2 ps = table[r];
+          const int64_t off = int64_t(max(ps.x, 0)) * a.k_stride_page + int64_t(ps.y) * a.k_stride_slot;
+          cp_async_16(k_dst + kv_off<kChunks, true>(r, c), k_cache + off + c * 8, ps.x >= 0);
+        }
+        mbar_arrive_on_cp_async(&k_full[slot]);
+        mbar_wait(&v_empty[slot], parity);
+#pragma unroll 4
+        for (int u = warp; u < (BN / 8) * kQuads; u += 4) {
+          const int r = (u / kQuads) * 8 + row_in_group;
+          const int c = (u % kQuads) * 4 + chunk_in_quad;
+          const int2 ps = table[r];
+          const int64_t off = int64_t(max(ps.x, 0)) * a.v_stride_page + int64_t(ps.y) * a.v_stride_slot;
+          cp_async_16(v_dst + kv_off<kChunks, true>(r, c), v_cache + off + c * 8, ps.x >= 0);
+        }
+        mbar_arrive_on_cp_async(&v_full[slot]);
+      }
+    }
+    cp_async_wait<0>();
+    return;
+  }
+
+  // ======================= consumer warpgroups =======================
+  regs_claim<Tr::kConsumerRegs>();
+  const int cwarp = warp - 4;        // 0..7
+  const int wg = cwarp / 4;          // which 64 rows
+  const int g = lane / 4, t4 = lane % 4;
+  const int warp_row0 = cwarp * 16;  // = wg * 64 + (cwarp % 4) * 16
+  T* out_ptr = static_cast<T*>(a.out);
+  const float scale_log2 = args.score_scale * kLog2e;
+  const float cap = a.logit_cap;
+  const float cap_inv_scaled = cap > 0.f ? args.score_scale / cap : 0.f;
+  const float cap_log2 = cap * kLog2e;
+  // Scores enter the softmax as x * score_mult in base-2 units.
+  const float score_mult = cap > 0.f ? 1.f : scale_log2;
+  const T* q_wg = smem_q + wg * 64 * D;
+
+  int it = 0;
+  for (int pass = 0, pass_q0 = tile_q0; pass_q0 < tile_end; ++pass, pass_q0 += args.tile_capacity) {
+    const int nq = min(args.tile_capacity, tile_end - pass_q0);
+    const int rows_valid = nq * pack;
+    const int min_pos = prefix + pass_q0;
+    const int max_pos = prefix + pass_q0 + nq - 1;
+    const int kv_lo = window >= 0 ? max(0, min_pos - window) : 0;
+    const int first_tile_key = kv_lo / BN * BN;
+    const int num_kv_tiles = (max_pos + 1 - first_tile_key + BN - 1) / BN;
+
+    int pos[2];  // absolute positions of this thread's rows g and g + 8
+#pragma unroll
+    for (int i = 0; i < 2; ++i) pos[i] = prefix + pass_q0 + min((warp_row0 + g + 8 * i) / pack, nq - 1);
+
+    float o_acc[kNTilesO][4];
+#pragma unroll
+    for (int n = 0; n < kNTilesO; ++n) o_acc[n][0] = o_acc[n][1] = o_acc[n][2] = o_acc[n][3] = 0.f;
+    float row_max[2] = {-INFINITY, -INFINITY};  // base-2 scaled units
+    float row_sum[2] = {0.f, 0.f};              // this thread's partial sums
+    float s_acc[kNTilesS][4];
+    uint32_t p_frag[BN / 16][4];
+
+    auto slot_of = [&](int i) { return i % kStages; };
+    auto parity_of = [&](int i) { return (i / kStages) & 1; };
+    auto release = [&](uint64_t* bar) {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(bar);
+    };
+    // S = Q K^T for the K tile in ring position i (issued, not waited).
+    auto issue_s = [&](int i) {
+      const T* k_s = smem_kv + 2 * slot_of(i) * kTileElems;
+#pragma unroll
+      for (int n = 0; n < kNTilesS; ++n) s_acc[n][0] = s_acc[n][1] = s_acc[n][2] = s_acc[n][3] = 0.f;
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        WgmmaSS<BN, T>::run(s_acc, wgmma_desc(q_wg + kk * 128, 128, 16 * D),
+                            wgmma_desc(k_s + kk * 128, 128, 16 * D));
+      wgmma_commit();
+    };
+    // O += P V for the V tile in ring position i (issued, not waited).
+    auto issue_pv = [&](int i) {
+      const T* v_s = smem_kv + (2 * slot_of(i) + 1) * kTileElems;
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk)
+        Wgmma<D, T, true>::run(o_acc, p_frag[kk], wgmma_desc(v_s + kk * 16 * D, 16 * D, 128));
+      wgmma_commit();
+    };
+    // Cap, mask and exponentiate s_acc in place (tile index `tile` of this
+    // pass); returns the factors the old O and row sums must be scaled by.
+    auto softmax = [&](int tile, float (&alpha)[2]) {
+      const int n0 = first_tile_key + tile * BN;
+      if (cap > 0.f) {
+#pragma unroll
+        for (int n = 0; n < kNTilesS; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s_acc[n][e] = cap_log2 * tanhf(s_acc[n][e] * cap_inv_scaled);
+      }
+      const bool needs_mask = (n0 + BN - 1 > min_pos) || (window >= 0 && n0 < max_pos - window);
+      if (needs_mask) {
+#pragma unroll
+        for (int n = 0; n < kNTilesS; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int j = n0 + n * 8 + 2 * t4 + (e & 1);
+            const int p = pos[e / 2];
+            if (j > p || (window >= 0 && j < p - window)) s_acc[n][e] = -INFINITY;
+          }
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int n = 0; n < kNTilesS; ++n) mx = fmaxf(mx, fmaxf(s_acc[n][2 * i], s_acc[n][2 * i + 1]));
+        mx = fmaxf(mx, MA_SHFL_XOR(mx, 1));
+        mx = fmaxf(mx, MA_SHFL_XOR(mx, 2));
+        const float m = fmaxf(row_max[i], mx * score_mult);
+        // No visible key yet: m = -inf; subtract 0 so exp2 never sees -inf - -inf.
+        const float m_base = m == -INFINITY ? 0.f : m;
+        alpha[i] = fast_exp2(row_max[i] - m_base);
+        row_max[i] = m;
+        float sum = 0.f;
+#pragma unroll
+        for (int n = 0; n < kNTilesS; ++n) {
+          s_acc[n][2 * i] = fast_exp2(fmaf(s_acc[n][2 * i], score_mult, -m_base));
+          s_acc[n][2 * i + 1] = fast_exp2(fmaf(s_acc[n][2 * i + 1], score_mult, -m_base));
+          sum += s_acc[n][2 * i] + s_acc[n][2 * i + 1];
+        }
+        row_sum[i] = row_sum[i] * alpha[i] + sum;
+      }
+    };
+    auto rescale_o = [&](const float (&alpha)[2]) {
+#pragma unroll
+      for (int n = 0; n < kNTilesO; ++n) {
+        o_acc[n][0] *= alpha[0];
+        o_acc[n][1] *= alpha[0];
+        o_acc[n][2] *= alpha[1];
+        o_acc[n][3] *= alpha[1];
+      }
+    };
+    auto pack_p = [&]() {
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        p_frag[kk][0] = MmaType<T>::pack(s_acc[2 * kk][0], s_acc[2 * kk][1]);
+        p_frag[kk][1] = MmaType<T>::pack(s_acc[2 * kk][2], s_acc[2 * kk][3]);
+        p_frag[kk][2] = MmaType<T>::pack(s_acc[2 * kk + 1][0], s_acc[2 * kk + 1][1]);
+        p_frag[kk][3] = MmaType<T>::pack(s_acc[2 * kk + 1][2], s_acc[2 * kk + 1][3]);
+      }
+    };
+    // The cp.async writes are generic-proxy writes; wgmma reads through the async proxy.
+    auto wait_full = [&](uint64_t* bar, int i) {
+      mbar_wait(&bar[slot_of(i)], parity_of(i));
+      fence_proxy_async();
+    };
+
+    mbar_wait(q_full, pass & 1);
+    fence_proxy_async();
+    float alpha[2];
+    // Tile 0: S, softmax, P (O is zero: no rescale).
+    wait_full(k_full, it);
+    issue_s(it);
+    wgmma_wait<0>();
+    fence_regs(s_acc);
+    release(&k_empty[slot_of(it)]);
+    softmax(0, alpha);
+    pack_p();
+    for (int tile = 1; tile < num_kv_tiles; ++tile) {
+      const int cur = it + tile, prev = cur - 1;
+#if MA_SM90_OVERLAP
+      wait_full(k_full, cur);
+      issue_s(cur);
+      wait_full(v_full, prev);
+      issue_pv(prev);
+      wgmma_wait<1>();  // S(cur) done; PV(prev) may still run
+      fence_regs(s_acc);
+      release(&k_empty[slot_of(cur)]);
+      softmax(tile, alpha);
+      wgmma_wait<0>();
+      fence_regs(o_acc);
+      fence_regs(p_frag);
+      release(&v_empty[slot_of(prev)]);
+      rescale_o(alpha);
+      pack_p();
+#else
+      wait_full(v_full, prev);
+      issue_pv(prev);
+      wgmma_wait<0>();
+      fence_regs(o_acc);
+      fence_regs(p_frag);
+      release(&v_empty[slot_of(prev)]);
+      wait_full(k_full, cur);
+      issue_s(cur);
+      wgmma_wait<0>();
+      fence_regs(s_acc);
+      release(&k_empty[slot_of(cur)]);
+      softmax(tile, alpha);
+      rescale_o(alpha);
+      pack_p();
+#endif
+    }
+    {
+      const int last = it + num_kv_tiles - 1;
+      wait_full(v_full, last);
+      issue_pv(last);
+      wgmma_wait<0>();
+      fence_regs(o_acc);
+      fence_regs(p_frag);
+      release(&v_empty[slot_of(last)]);
+    }
+    it += num_kv_tiles;
+    // Every S GEMM of this pass has completed: Q may be overwritten by the next pass.
+    release(q_empty);
+
+    // ---- epilogue: sink, normalise, store out (and lse) ----
+    const float* sinks = a.maybe_sinks;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      float l = row_sum[i];
+      l += MA_SHFL_XOR(l, 1);
+      l += MA_SHFL_XOR(l, 2);
+      const int r = warp_row0 + g + i * 8;
+      const bool valid = r < rows_valid;
+      const int h = q_head0 + (valid ? r % pack : 0);
+      float m = row_max[i];  // finite: every query sees at least its own key
+      float o_mul = 1.f;
+      if (sinks != nullptr) {
+        // Denominator gains exp(sink); rebase on max(m, sink) so neither term overflows.
+        const float sink2 = sinks[h] * kLog2e;
+        const float m_new = fmaxf(m, sink2);
+        o_mul = fast_exp2(m - m_new);
+        l = l * o_mul + fast_exp2(sink2 - m_new);
+        m = m_new;
+      }
+      const float inv_l = o_mul * args.out_scale / l;
+      if (valid) {
+        const int token = token0 + pass_q0 + r / pack;
+        T* dst = out_ptr + int64_t(token) * a.out_stride_token + int64_t(h) * a.out_stride_head;
+#pragma unroll
+        for (int n = 0; n < kNTilesO; ++n)
+          MmaType<T>::store2(dst + n * 8 + 2 * t4, o_acc[n][2 * i] * inv_l, o_acc[n][2 * i + 1] * inv_l);
+        if (a.maybe_lse != nullptr && t4 == 0)
+          a.maybe_lse[int64_t(token) * a.lse_stride_token + h] = (m + __log2f(l)) * 0.6931471805599453f;
+      }
+    }
+  }
+#endif  // MA_EXTEND_HAS_WGMMA
+}
+
+// Host side: launch one instantiation (instantiated in extend_d{64,128,256}.cu).
+template <int kHeadDim, typename T>
+const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
+  const AttentionCommon& a = p.attn;
+  constexpr int kSmem = sm90_smem_bytes<kHeadDim>();
+  const int group = a.num_qo_heads / a.num_kv_heads;
+  ExtendArgs args;
+  args.a = a;
+  args.pack = pack_factor(group, kSm90BlockM);
+  args.head_groups = a.num_qo_heads / args.pack;
+  args.tile_capacity = kSm90BlockM / args.pack;
+  args.score_scale = a.sm_scale;
+  args.out_scale = 1.f;
+  const int64_t blocks = int64_t(a.plan.num_extend_tiles) * args.head_groups;
+  if (blocks > 0x7fffffff) return "extend: too many (tile, head group) blocks for one launch";
+  auto kernel = extend_sm90_kernel<kHeadDim, T>;
+  const gpuError_t attr_status = gpuFuncSetAttribute(
+      reinterpret_cast<const void*>(kernel), gpuFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (attr_status != gpuSuccess) return gpuGetErrorString(attr_status);
+  kernel<<<dim3(unsigned(blocks)), dim3(kSm90Threads), kSmem, stream>>>(args);
+  MA_RETURN_LAUNCH_STATUS();
+}
+
+}  // namespace mixed_attn::gpu::extend_detail
