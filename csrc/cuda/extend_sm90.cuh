@@ -83,7 +83,7 @@ constexpr int sm90_smem_bytes() {
   using Tr = Sm90Traits<kHeadDim>;
   return kSm90BlockM * kHeadDim * 2                      // Q
          + Tr::kStages * 2 * Tr::kBlockN * kHeadDim * 2  // K and V slots
-         + 2 * Tr::kBlockN * 8                           // page table, two tiles
+         + 2 * Tr::kBlockN * 16                          // row offset table, two tiles
          + (4 * Tr::kStages + 2) * 8;                    // mbarriers
 }
 
@@ -150,8 +150,9 @@ __global__ void __launch_bounds__(kSm90Threads, 1) extend_sm90_kernel(const Exte
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* smem_q = reinterpret_cast<T*>(smem_raw);
   T* smem_kv = smem_q + BM * D;  // slot s: K at 2s * kTileElems, V at (2s + 1) * kTileElems
-  int2* page_table = reinterpret_cast<int2*>(smem_kv + kStages * 2 * kTileElems);  // [2][BN]
-  uint64_t* bars = reinterpret_cast<uint64_t*>(page_table + 2 * BN);
+  // [2][BN] (K offset, V offset) in elements of each key's cache row; -1: zero-fill.
+  longlong2* row_table = reinterpret_cast<longlong2*>(smem_kv + kStages * 2 * kTileElems);
+  uint64_t* bars = reinterpret_cast<uint64_t*>(row_table + 2 * BN);
   uint64_t* k_full = bars;
   uint64_t* v_full = bars + kStages;
   uint64_t* k_empty = bars + 2 * kStages;
@@ -232,10 +233,16 @@ __global__ void __launch_bounds__(kSm90Threads, 1) extend_sm90_kernel(const Exte
       int next_page = read_page(0);
       for (int tile = 0; tile < num_kv_tiles; ++tile, ++it) {
         // Alternate by ring position, not by tile: a new pass must not reuse the last one's table.
-        int2* table = page_table + (it & 1) * BN;
+        longlong2* table = row_table + (it & 1) * BN;
         if (tid < BN) {
           const int j = first_tile_key + tile * BN + tid;
-          table[tid] = make_int2(next_page, j % page_size);
+          const int slot_in_page = j % page_size;
+          longlong2 offs = make_longlong2(-1, -1);
+          if (next_page >= 0) {
+            offs.x = int64_t(next_page) * a.k_stride_page + int64_t(slot_in_page) * a.k_stride_slot;
+            offs.y = int64_t(next_page) * a.v_stride_page + int64_t(slot_in_page) * a.v_stride_slot;
+          }
+          table[tid] = offs;
         }
         next_page = read_page(tile + 1);  // lands while this tile's copies are issued
         producer_sync();
@@ -243,24 +250,29 @@ __global__ void __launch_bounds__(kSm90Threads, 1) extend_sm90_kernel(const Exte
         const int parity = ((it / kStages) & 1) ^ 1;
         T* k_dst = smem_kv + 2 * slot * kTileElems;
         T* v_dst = k_dst + kTileElems;
+        // Each thread copies whole rows (all chunk quads of row r, the same lane chunk in each),
+        // so the row's offset is read once and the copies differ by immediates; each warp
+        // instruction still covers 8 rows x 4 chunks = 512 contiguous bytes of shared memory.
         mbar_wait(&k_empty[slot], parity);
-#pragma unroll 4
-        for (int u = warp; u < (BN / 8) * kQuads; u += 4) {
-          const int r = (u / kQuads) * 8 + row_in_group;
-          const int c = (u % kQuads) * 4 + chunk_in_quad;
-          const int2 ps = table[r];
-          const int64_t off = int64_t(max(ps.x, 0)) * a.k_stride_page + int64_t(ps.y) * a.k_stride_slot;
-          cp_async_16(k_dst + kv_off<kChunks, true>(r, c), k_cache + off + c * 8, ps.x >= 0);
+#pragma unroll
+        for (int rg = warp; rg < BN / 8; rg += 4) {
+          const int r = rg * 8 + row_in_group;
+          const int64_t off = table[r].x;
+          const T* src = k_cache + max(off, int64_t(0)) + chunk_in_quad * 8;
+          T* dst = k_dst + kv_off<kChunks, true>(r, chunk_in_quad);
+#pragma unroll
+          for (int quad = 0; quad < kQuads; ++quad) cp_async_16(dst + quad * 4 * 64, src + quad * 32, off >= 0);
         }
         mbar_arrive_on_cp_async(&k_full[slot]);
         mbar_wait(&v_empty[slot], parity);
-#pragma unroll 4
-        for (int u = warp; u < (BN / 8) * kQuads; u += 4) {
-          const int r = (u / kQuads) * 8 + row_in_group;
-          const int c = (u % kQuads) * 4 + chunk_in_quad;
-          const int2 ps = table[r];
-          const int64_t off = int64_t(max(ps.x, 0)) * a.v_stride_page + int64_t(ps.y) * a.v_stride_slot;
-          cp_async_16(v_dst + kv_off<kChunks, true>(r, c), v_cache + off + c * 8, ps.x >= 0);
+#pragma unroll
+        for (int rg = warp; rg < BN / 8; rg += 4) {
+          const int r = rg * 8 + row_in_group;
+          const int64_t off = table[r].y;
+          const T* src = v_cache + max(off, int64_t(0)) + chunk_in_quad * 8;
+          T* dst = v_dst + kv_off<kChunks, true>(r, chunk_in_quad);
+#pragma unroll
+          for (int quad = 0; quad < kQuads; ++quad) cp_async_16(dst + quad * 4 * 64, src + quad * 32, off >= 0);
         }
         mbar_arrive_on_cp_async(&v_full[slot]);
       }
