@@ -45,10 +45,9 @@ VARIANTS = {
     "pw1": {64: (8, 1, 64, 3, 0, 1), 128: (8, 1, 64, 3, 0, 1), 256: (8, 1, 64, 2, 0, 1)},
     # warp-specialised sm_90a kernel (extend_sm90.cuh): keys per tile and ring slots per head dim.
     "s0": {},  # its defaults (the same build as v0: launch_extend picks it for b16 caches)
-    "s1": {"extra": ["-DMA_SM90_OVERLAP=0"]},  # one GEMM at a time in each warpgroup
-    "s2": {"extra": ["-DMA_SM90_D64_BN=64", "-DMA_SM90_D64_ST=6", "-DMA_SM90_D128_BN=64",
-                     "-DMA_SM90_D128_ST=4"]},
-    "s3": {"extra": ["-DMA_SM90_D64_ST=2", "-DMA_SM90_D128_ST=3"]},
+    "s1": {"extra": ["-DMA_SM90_SWIZZLE=0"]},  # no-swizzle tiles, 8 rows x 4 chunks per warp copy
+    "s2": {"extra": ["-DMA_SM90_OVERLAP=0"]},  # one GEMM at a time in each warpgroup
+    "s3": {"extra": ["-DMA_SM90_D64_ST=2", "-DMA_SM90_D128_BN=64", "-DMA_SM90_D128_ST=4"]},
 }
 # bench_extend.py --kernels per variant: mma.sync variants time the mma kernel, sm90 ones the default.
 KERNELS = {"v": "mma", "p": "mma", "s": "auto"}

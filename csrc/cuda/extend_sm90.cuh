@@ -20,10 +20,9 @@
 // S, P and O without spilling.
 // No __syncthreads in the main loop: full/empty mbarriers per K and V slot.
 //
-// Shared-memory tiles use the wgmma no-swizzle canonical layout (kv_off<..,
-// true> in extend_kernel.cuh): 8 rows x 16 bytes per 128-byte core matrix. The
-// producer's lanes write 8 rows x 4 chunks = 512 contiguous bytes per warp
-// instruction, so the stores are conflict-free.
+// Shared-memory tiles use the wgmma 128-byte-swizzle canonical layout
+// (tile_byte_off): the producer's warps copy whole cache rows (coalesced 256-byte
+// reads at head dim 128) into conflict-free shared-memory stores.
 //
 // Scope: bf16 / fp16 q with a cache of the same type, head dims 64/128/256.
 // The fp8 cache and other GPUs use extend_kernel.cuh (launch_extend chooses).
@@ -56,6 +55,11 @@ namespace mixed_attn::gpu::extend_detail {
 #ifndef MA_SM90_D256_ST
 #define MA_SM90_D256_ST 2
 #endif
+// 1: shared-memory tiles in the 128-byte-swizzled wgmma layout (see tile_byte_off);
+// 0: the no-swizzle layout of extend_kernel.cuh's wgmma path.
+#ifndef MA_SM90_SWIZZLE
+#define MA_SM90_SWIZZLE 1
+#endif
 // 1: issue S(t) with PV(t-1) and exponentiate while PV runs; 0: one GEMM at a time.
 #ifndef MA_SM90_OVERLAP
 #define MA_SM90_OVERLAP 1
@@ -84,7 +88,24 @@ constexpr int sm90_smem_bytes() {
   return kSm90BlockM * kHeadDim * 2                      // Q
          + Tr::kStages * 2 * Tr::kBlockN * kHeadDim * 2  // K and V slots
          + 2 * Tr::kBlockN * 16                          // row offset table, two tiles
-         + (4 * Tr::kStages + 2) * 8;                    // mbarriers
+         + (4 * Tr::kStages + 2) * 8                     // mbarriers
+         + 1024;                                         // room to align the tiles to 1024 B
+}
+
+// Byte offset of 16-byte chunk c of row r in a tile of kRows rows of kChunks chunks.
+// Swizzled (wgmma "128B swizzle" canonical layout): the row is cut into 128-byte
+// pieces of 8 chunks; piece h of every row forms one block of kRows * 128 bytes;
+// within a piece the chunk index is XORed with the row's low 3 bits. The hardware
+// applies that XOR to address bits 4-6 from bits 7-9, so tiles are 1024-byte
+// aligned. A warp copying one row's 8 chunks per 8 lanes writes 8 distinct bank
+// groups, and reads whole 128-256-byte rows from global memory.
+// Not swizzled: kv_off<kChunks, true> (8-row x 16-byte core matrices), in bytes.
+template <int kChunks, int kRows, bool kSwizzle>
+__device__ __forceinline__ int tile_byte_off(int r, int c) {
+  if constexpr (kSwizzle)
+    return (c / 8) * (kRows * 128) + r * 128 + (((c % 8) ^ (r % 8)) << 4);
+  else
+    return ((r & 7) * 8 + c * 64 + (r >> 3) * (kChunks * 64)) * 2;
 }
 
 #if MA_EXTEND_HAS_WGMMA
@@ -103,6 +124,10 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
       "}\n" ::"r"(smem_addr(bar)),
       "r"(parity)
       : "memory");
+}
+// Descriptor of a 128-byte-swizzled operand (layout type 1 in bits 62-63).
+__device__ __forceinline__ uint64_t wgmma_desc_sw128(const void* smem, uint32_t lbo, uint32_t sbo) {
+  return wgmma_desc(smem, lbo, sbo) | (uint64_t(1) << 62);
 }
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
@@ -138,6 +163,11 @@ __global__ void __launch_bounds__(kSm90Threads, 1) extend_sm90_kernel(const Exte
   constexpr int kStages = Tr::kStages;
   constexpr int kChunks = D / 8;          // 16-byte chunks per row
   constexpr int kQuads = kChunks / 4;     // a warp instruction writes 4 chunks of 8 rows
+  constexpr bool kSwizzle = MA_SM90_SWIZZLE != 0;
+  // Swizzled copies: a warp instruction covers kRowsPerCopy whole rows (up to 32 chunks).
+  constexpr int kChunkLanes = kChunks < 32 ? kChunks : 32;
+  constexpr int kRowsPerCopy = 32 / kChunkLanes;
+  static_assert(kChunks <= 32, "head_dim <= 256");
   constexpr int kNTilesS = BN / 8;
   constexpr int kNTilesO = D / 8;
   constexpr int kTileElems = BN * D;
@@ -148,7 +178,8 @@ __global__ void __launch_bounds__(kSm90Threads, 1) extend_sm90_kernel(const Exte
   const AttentionCommon& a = args.a;
   const PlanView& plan = a.plan;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  T* smem_q = reinterpret_cast<T*>(smem_raw);
+  // 1024-byte aligned tiles (the swizzle pattern repeats every 1024 bytes of address).
+  T* smem_q = reinterpret_cast<T*>(smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023));
   T* smem_kv = smem_q + BM * D;  // slot s: K at 2s * kTileElems, V at (2s + 1) * kTileElems
   // [2][BN] (K offset, V offset) in elements of each key's cache row; -1: zero-fill.
   longlong2* row_table = reinterpret_cast<longlong2*>(smem_kv + kStages * 2 * kTileElems);
@@ -212,15 +243,22 @@ __global__ void __launch_bounds__(kSm90Threads, 1) extend_sm90_kernel(const Exte
 
       // Q: rows past the tile's queries are zero.
       if (pass > 0) mbar_wait(q_empty, (pass - 1) & 1);
-      for (int u = warp; u < (BM / 8) * kQuads; u += 4) {
-        const int r = (u / kQuads) * 8 + row_in_group;
-        const int c = (u % kQuads) * 4 + chunk_in_quad;
+      for (int u = warp; u < BM * kChunks / 32; u += 4) {
+        int r, c;
+        if constexpr (kSwizzle) {
+          r = u / (kChunks / kChunkLanes) * kRowsPerCopy + lane / kChunkLanes;
+          c = u % (kChunks / kChunkLanes) * kChunkLanes + lane % kChunkLanes;
+        } else {
+          r = (u / kQuads) * 8 + row_in_group;
+          c = (u % kQuads) * 4 + chunk_in_quad;
+        }
         const bool valid = r < rows_valid;
         const int qi = valid ? r / pack : 0;
         const int h = q_head0 + (valid ? r % pack : 0);
         const T* src = q_ptr + int64_t(token0 + pass_q0 + qi) * a.q_stride_token +
                        int64_t(h) * a.q_stride_head + c * 8;
-        cp_async_16(smem_q + kv_off<kChunks, true>(r, c), src, valid);
+        cp_async_16(reinterpret_cast<unsigned char*>(smem_q) + tile_byte_off<kChunks, BM, kSwizzle>(r, c),
+                    src, valid);
       }
       mbar_arrive_on_cp_async(q_full);
 
@@ -253,27 +291,44 @@ __global__ void __launch_bounds__(kSm90Threads, 1) extend_sm90_kernel(const Exte
         // Each thread copies whole rows (all chunk quads of row r, the same lane chunk in each),
         // so the row's offset is read once and the copies differ by immediates; each warp
         // instruction still covers 8 rows x 4 chunks = 512 contiguous bytes of shared memory.
+        // copy_rows(K or V): the tile's rows from the cache into a ring slot.
+        auto copy_rows = [&](const T* cache, T* dst_tile, bool is_v) {
+          unsigned char* dst = reinterpret_cast<unsigned char*>(dst_tile);
+          if constexpr (kSwizzle) {
+            // Lanes: kRowsPerCopy rows x kChunkLanes consecutive chunks; one chunk per row per thread.
+            const int c0 = lane % kChunkLanes;
+            // Four rows in flight per thread: a full unroll hoists every row's address and spills.
+#pragma unroll 4
+            for (int i = 0; i < BN / (4 * kRowsPerCopy); ++i) {
+              const int r = (i * 4 + warp) * kRowsPerCopy + lane / kChunkLanes;
+              const longlong2 offs = table[r];
+              const int64_t off = is_v ? offs.y : offs.x;
+#pragma unroll
+              for (int c = c0; c < kChunks; c += kChunkLanes)
+                cp_async_16(dst + tile_byte_off<kChunks, BN, true>(r, c), cache + max(off, int64_t(0)) + c * 8,
+                            off >= 0);
+            }
+          } else {
+            // Each thread copies whole rows (all chunk quads of row r, the same lane chunk in each);
+            // each warp instruction covers 8 rows x 4 chunks = 512 contiguous bytes.
+#pragma unroll
+            for (int rg = warp; rg < BN / 8; rg += 4) {
+              const int r = rg * 8 + row_in_group;
+              const longlong2 offs = table[r];
+              const int64_t off = is_v ? offs.y : offs.x;
+              const T* src = cache + max(off, int64_t(0)) + chunk_in_quad * 8;
+              unsigned char* d = dst + tile_byte_off<kChunks, BN, false>(r, chunk_in_quad);
+#pragma unroll
+              for (int quad = 0; quad < kQuads; ++quad)
+                cp_async_16(d + quad * 4 * 128, src + quad * 32, off >= 0);
+            }
+          }
+        };
         mbar_wait(&k_empty[slot], parity);
-#pragma unroll
-        for (int rg = warp; rg < BN / 8; rg += 4) {
-          const int r = rg * 8 + row_in_group;
-          const int64_t off = table[r].x;
-          const T* src = k_cache + max(off, int64_t(0)) + chunk_in_quad * 8;
-          T* dst = k_dst + kv_off<kChunks, true>(r, chunk_in_quad);
-#pragma unroll
-          for (int quad = 0; quad < kQuads; ++quad) cp_async_16(dst + quad * 4 * 64, src + quad * 32, off >= 0);
-        }
+        copy_rows(k_cache, k_dst, false);
         mbar_arrive_on_cp_async(&k_full[slot]);
         mbar_wait(&v_empty[slot], parity);
-#pragma unroll
-        for (int rg = warp; rg < BN / 8; rg += 4) {
-          const int r = rg * 8 + row_in_group;
-          const int64_t off = table[r].y;
-          const T* src = v_cache + max(off, int64_t(0)) + chunk_in_quad * 8;
-          T* dst = v_dst + kv_off<kChunks, true>(r, chunk_in_quad);
-#pragma unroll
-          for (int quad = 0; quad < kQuads; ++quad) cp_async_16(dst + quad * 4 * 64, src + quad * 32, off >= 0);
-        }
+        copy_rows(v_cache, v_dst, true);
         mbar_arrive_on_cp_async(&v_full[slot]);
       }
     }
@@ -294,7 +349,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) extend_sm90_kernel(const Exte
   const float cap_log2 = cap * kLog2e;
   // Scores enter the softmax as x * score_mult in base-2 units.
   const float score_mult = cap > 0.f ? 1.f : scale_log2;
-  const T* q_wg = smem_q + wg * 64 * D;
+  const unsigned char* q_tile = reinterpret_cast<const unsigned char*>(smem_q);
 
   int it = 0;
   for (int pass = 0, pass_q0 = tile_q0; pass_q0 < tile_end; ++pass, pass_q0 += args.tile_capacity) {
@@ -326,23 +381,37 @@ __global__ void __launch_bounds__(kSm90Threads, 1) extend_sm90_kernel(const Exte
     };
     // S = Q K^T for the K tile in ring position i (issued, not waited).
     auto issue_s = [&](int i) {
-      const T* k_s = smem_kv + 2 * slot_of(i) * kTileElems;
+      const unsigned char* k_s = reinterpret_cast<const unsigned char*>(smem_kv + 2 * slot_of(i) * kTileElems);
 #pragma unroll
       for (int n = 0; n < kNTilesS; ++n) s_acc[n][0] = s_acc[n][1] = s_acc[n][2] = s_acc[n][3] = 0.f;
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk)
-        WgmmaSS<BN, T>::run(s_acc, wgmma_desc(q_wg + kk * 128, 128, 16 * D),
-                            wgmma_desc(k_s + kk * 128, 128, 16 * D));
+        if constexpr (kSwizzle) {
+          // K-major, swizzled: k-step kk is 32 bytes into 128-byte piece kk / 4; rows 1024 B per 8.
+          WgmmaSS<BN, T>::run(
+              s_acc, wgmma_desc_sw128(q_tile + (kk / 4) * (BM * 128) + wg * 64 * 128 + (kk % 4) * 32, 16, 1024),
+              wgmma_desc_sw128(k_s + (kk / 4) * (BN * 128) + (kk % 4) * 32, 16, 1024));
+        } else {
+          // K-major core matrices: LBO = next 8 d (128 B), SBO = next 8 rows (16 * D B).
+          WgmmaSS<BN, T>::run(s_acc, wgmma_desc(q_tile + wg * 64 * D * 2 + kk * 256, 128, 16 * D),
+                              wgmma_desc(k_s + kk * 256, 128, 16 * D));
+        }
       wgmma_commit();
     };
     // O += P V for the V tile in ring position i (issued, not waited).
     auto issue_pv = [&](int i) {
-      const T* v_s = smem_kv + (2 * slot_of(i) + 1) * kTileElems;
+      const unsigned char* v_s = reinterpret_cast<const unsigned char*>(smem_kv + (2 * slot_of(i) + 1) * kTileElems);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk)
-        Wgmma<D, T, true>::run(o_acc, p_frag[kk], wgmma_desc(v_s + kk * 16 * D, 16 * D, 128));
+        if constexpr (kSwizzle)
+          // MN-major (V read transposed), swizzled: LBO = next 64 d (a BN x 128 B piece block),
+          // SBO = next 8 keys (1024 B); key-step kk = 16 rows of 128 B.
+          Wgmma<D, T, true>::run(o_acc, p_frag[kk], wgmma_desc_sw128(v_s + kk * 16 * 128, BN * 128, 1024));
+        else
+          // MN-major core matrices: LBO = next 8 keys (16 * D B), SBO = next 8 d (128 B).
+          Wgmma<D, T, true>::run(o_acc, p_frag[kk], wgmma_desc(v_s + kk * 32 * D, 16 * D, 128));
       wgmma_commit();
     };
     // Cap, mask and exponentiate s_acc in place (tile index `tile` of this
