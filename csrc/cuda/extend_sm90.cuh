@@ -20,9 +20,10 @@
 // S, P and O without spilling.
 // No __syncthreads in the main loop: full/empty mbarriers per K and V slot.
 //
-// Shared-memory tiles use the wgmma 128-byte-swizzle canonical layout
-// (tile_byte_off): the producer's warps copy whole cache rows (coalesced 256-byte
-// reads at head dim 128) into conflict-free shared-memory stores.
+// Shared-memory tiles (tile_byte_off) use the wgmma no-swizzle canonical layout
+// (8 rows x 16 bytes per 128-byte core matrix); each producer warp instruction
+// writes 8 rows x 4 chunks = 512 contiguous bytes (conflict-free). A 128-byte-
+// swizzled layout is a build option (MA_SM90_SWIZZLE).
 //
 // Scope: bf16 / fp16 q with a cache of the same type, head dims 64/128/256.
 // The fp8 cache and other GPUs use extend_kernel.cuh (launch_extend chooses).
@@ -56,9 +57,18 @@ namespace mixed_attn::gpu::extend_detail {
 #define MA_SM90_D256_ST 2
 #endif
 // 1: shared-memory tiles in the 128-byte-swizzled wgmma layout (see tile_byte_off);
-// 0: the no-swizzle layout of extend_kernel.cuh's wgmma path.
+// 0: the no-swizzle layout of extend_kernel.cuh's wgmma path. Both pass the tests;
+// 0 measured faster on the H200 (2026-11-30, ms, B / D at d128: 1.347 / 0.921 vs
+// 1.372 / 0.950; B at d64 0.725 vs 0.904, at d256 1.308 vs 1.485): the swizzled
+// copies cost one shared table read per 16-byte chunk instead of per row.
 #ifndef MA_SM90_SWIZZLE
-#define MA_SM90_SWIZZLE 1
+#define MA_SM90_SWIZZLE 0
+#endif
+// Diagnostic builds only (wrong results; benchmarks/sweep_extend.py variants x*):
+// 1 = the producer issues no K/V copies (time of the math alone), 2 = the
+// consumers do no math (time of the copies alone).
+#ifndef MA_SM90_PROBE
+#define MA_SM90_PROBE 0
 #endif
 // 1: issue S(t) with PV(t-1) and exponentiate while PV runs; 0: one GEMM at a time.
 #ifndef MA_SM90_OVERLAP
@@ -294,7 +304,9 @@ __global__ void __launch_bounds__(kSm90Threads, 1) extend_sm90_kernel(const Exte
         // copy_rows(K or V): the tile's rows from the cache into a ring slot.
         auto copy_rows = [&](const T* cache, T* dst_tile, bool is_v) {
           unsigned char* dst = reinterpret_cast<unsigned char*>(dst_tile);
-          if constexpr (kSwizzle) {
+          if constexpr (MA_SM90_PROBE == 1) {
+            (void)cache, (void)dst, (void)is_v;
+          } else if constexpr (kSwizzle) {
             // Lanes: kRowsPerCopy rows x kChunkLanes consecutive chunks; one chunk per row per thread.
             const int c0 = lane % kChunkLanes;
             // Four rows in flight per thread: a full unroll hoists every row's address and spills.
@@ -484,6 +496,18 @@ __global__ void __launch_bounds__(kSm90Threads, 1) extend_sm90_kernel(const Exte
     mbar_wait(q_full, pass & 1);
     fence_proxy_async();
     float alpha[2];
+    if constexpr (MA_SM90_PROBE == 2) {
+      for (int tile = 0; tile < num_kv_tiles; ++tile) {
+        wait_full(k_full, it + tile);
+        release(&k_empty[slot_of(it + tile)]);
+        wait_full(v_full, it + tile);
+        release(&v_empty[slot_of(it + tile)]);
+      }
+      row_sum[0] = row_sum[1] = 1.f;
+      row_max[0] = row_max[1] = 0.f;
+      it += num_kv_tiles;
+      release(q_empty);
+    } else {
     // Tile 0: S, softmax, P (O is zero: no rescale).
     wait_full(k_full, it);
     issue_s(it);
@@ -538,6 +562,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) extend_sm90_kernel(const Exte
     it += num_kv_tiles;
     // Every S GEMM of this pass has completed: Q may be overwritten by the next pass.
     release(q_empty);
+    }  // MA_SM90_PROBE != 2
 
     // ---- epilogue: sink, normalise, store out (and lse) ----
     const float* sinks = a.maybe_sinks;
