@@ -48,6 +48,8 @@ VARIANTS = {
     "s1": {"extra": ["-DMA_SM90_SWIZZLE=1"]},  # 128-byte-swizzled tiles, whole rows per warp copy
     "s2": {"extra": ["-DMA_SM90_OVERLAP=0"]},  # one GEMM at a time in each warpgroup
     "s3": {"extra": ["-DMA_SM90_D64_ST=2", "-DMA_SM90_D128_BN=64", "-DMA_SM90_D128_ST=4"]},
+    # three consumer warpgroups (192 query rows per CTA) at head dims 64 and 128
+    "w3": {"extra": ["-DMA_SM90_D64_WGS=3", "-DMA_SM90_D128_WGS=3"]},
     # diagnostics (wrong results, timed without tests): no K/V copies / no math
     "x1": {"extra": ["-DMA_SM90_PROBE=1"]},
     "x2": {"extra": ["-DMA_SM90_PROBE=2"]},
@@ -98,10 +100,14 @@ def main():
         print("tests:", summary, flush=True)
         if not passed:
             continue
-        kernels = "auto,mma,triton" if name == "s0" else KERNELS[name[0]]
+        kernels = "auto,mma,triton" if name == "s0" and not os.environ.get("SWEEP_CASES") else KERNELS[name[0]]
         try:
-            subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks/bench_extend.py"), "--kernels", kernels] +
-                           (["--fp8"] if name == "s0" else []), env=env, timeout=180)
+            cmd = [sys.executable, os.path.join(ROOT, "benchmarks/bench_extend.py"), "--kernels", kernels]
+            if os.environ.get("SWEEP_CASES"):  # e.g. B,D: a shorter run
+                cmd += ["--cases", os.environ["SWEEP_CASES"]]
+            elif name == "s0":
+                cmd += ["--fp8"]
+            subprocess.run(cmd + ["--json", os.path.join(out, f"sweep_{name}.json")], env=env, timeout=180)
         except subprocess.TimeoutExpired:
             print("bench TIMED OUT", flush=True)
 

@@ -3,6 +3,7 @@
 // extend_kernel.cuh; its instantiations in extend_d{64,128,256}.cu.
 #include "cuda/extend_dispatch.cuh"
 #include "cuda/extend_kernel.cuh"
+#include "cuda/extend_sm90.cuh"
 #include "cuda/launch.h"
 
 #include <cstdint>
@@ -71,6 +72,16 @@ int block_rows(int head_dim) {
   }
 }
 
+int sm90_block_rows(int head_dim) {
+  using namespace extend_detail;
+  switch (head_dim) {
+    case 64: return Sm90Traits<64>::kBlockM;
+    case 128: return Sm90Traits<128>::kBlockM;
+    case 256: return Sm90Traits<256>::kBlockM;
+    default: return 0;
+  }
+}
+
 }  // namespace
 
 const char* launch_extend(const ExtendParams& p, void* stream) {
@@ -107,7 +118,11 @@ const char* launch_extend(const ExtendParams& p, void* stream) {
 }
 
 int extend_tile_tokens(int head_dim, int group_size) {
-  const int rows = block_rows(head_dim);
+  int rows = block_rows(head_dim);
+#if defined(MA_CUDA)
+  // The tiles of the kernel launch_extend will pick (either kernel runs any tile size correctly).
+  if (use_sm90_kernel()) rows = sm90_block_rows(head_dim);
+#endif
   if (rows == 0 || group_size < 1) return 64;
   return rows / extend_detail::pack_factor(group_size, rows);
 }

@@ -75,27 +75,40 @@ namespace mixed_attn::gpu::extend_detail {
 #define MA_SM90_OVERLAP 1
 #endif
 
-template <int kHeadDim> struct Sm90Traits;
-template <> struct Sm90Traits<64> {
-  static constexpr int kBlockN = MA_SM90_D64_BN, kStages = MA_SM90_D64_ST;
-  static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
-};
-template <> struct Sm90Traits<128> {
-  static constexpr int kBlockN = MA_SM90_D128_BN, kStages = MA_SM90_D128_ST;
-  static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
-};
-template <> struct Sm90Traits<256> {
-  static constexpr int kBlockN = MA_SM90_D256_BN, kStages = MA_SM90_D256_ST;
-  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
-};
+// Consumer warpgroups (64 query rows each). Three share every K/V tile among
+// 192 rows instead of 128, a third fewer copied bytes per FLOP, but then
+// the consumers have 160 registers: no room for S(t) and P(t-1) at once, so
+// the S/PV overlap is off there.
+#ifndef MA_SM90_D64_WGS
+#define MA_SM90_D64_WGS 2
+#endif
+#ifndef MA_SM90_D128_WGS
+#define MA_SM90_D128_WGS 2
+#endif
+#ifndef MA_SM90_D256_WGS
+#define MA_SM90_D256_WGS 2  // O alone takes 128 registers at head dim 256
+#endif
 
-constexpr int kSm90BlockM = 128;  // two consumer warpgroups of 64 rows
-constexpr int kSm90Threads = 384;
+template <int kBN, int kST, int kWGs, int kProducerRegsIf2, int kConsumerRegsIf2>
+struct Sm90Shape {
+  static_assert(kWGs == 2 || kWGs == 3, "two or three consumer warpgroups");
+  static constexpr int kBlockN = kBN, kStages = kST, kConsumerWGs = kWGs;
+  static constexpr int kBlockM = 64 * kWGs;
+  static constexpr int kThreads = 128 * (kWGs + 1);
+  // Registers per thread after setmaxnreg: 128 * producer + 128 * kWGs * consumer <= 64K.
+  static constexpr int kProducerRegs = kWGs == 2 ? kProducerRegsIf2 : 32;
+  static constexpr int kConsumerRegs = kWGs == 2 ? kConsumerRegsIf2 : 160;
+  static constexpr bool kOverlap = MA_SM90_OVERLAP != 0 && kWGs == 2;
+};
+template <int kHeadDim> struct Sm90Traits;
+template <> struct Sm90Traits<64> : Sm90Shape<MA_SM90_D64_BN, MA_SM90_D64_ST, MA_SM90_D64_WGS, 56, 224> {};
+template <> struct Sm90Traits<128> : Sm90Shape<MA_SM90_D128_BN, MA_SM90_D128_ST, MA_SM90_D128_WGS, 56, 224> {};
+template <> struct Sm90Traits<256> : Sm90Shape<MA_SM90_D256_BN, MA_SM90_D256_ST, MA_SM90_D256_WGS, 40, 232> {};
 
 template <int kHeadDim>
 constexpr int sm90_smem_bytes() {
   using Tr = Sm90Traits<kHeadDim>;
-  return kSm90BlockM * kHeadDim * 2                      // Q
+  return Tr::kBlockM * kHeadDim * 2                      // Q
          + Tr::kStages * 2 * Tr::kBlockN * kHeadDim * 2  // K and V slots
          + 2 * Tr::kBlockN * 16                          // row offset table, two tiles
          + (4 * Tr::kStages + 2) * 8                     // mbarriers
@@ -164,11 +177,12 @@ __device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 1, 128;
 #endif  // MA_EXTEND_HAS_WGMMA
 
 template <int kHeadDim, typename T>
-__global__ void __launch_bounds__(kSm90Threads, 1) extend_sm90_kernel(const ExtendArgs args) {
+__global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90_kernel(const ExtendArgs args) {
 #if MA_EXTEND_HAS_WGMMA
   using Tr = Sm90Traits<kHeadDim>;
   constexpr int D = kHeadDim;
-  constexpr int BM = kSm90BlockM;
+  constexpr int BM = Tr::kBlockM;
+  constexpr int kConsumerWarps = 4 * Tr::kConsumerWGs;
   constexpr int BN = Tr::kBlockN;
   constexpr int kStages = Tr::kStages;
   constexpr int kChunks = D / 8;          // 16-byte chunks per row
@@ -209,11 +223,11 @@ __global__ void __launch_bounds__(kSm90Threads, 1) extend_sm90_kernel(const Exte
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&k_full[s], 128);  // every producer thread arrives (cp.async)
       mbar_init(&v_full[s], 128);
-      mbar_init(&k_empty[s], 8);   // every consumer warp arrives
-      mbar_init(&v_empty[s], 8);
+      mbar_init(&k_empty[s], kConsumerWarps);  // every consumer warp arrives
+      mbar_init(&v_empty[s], kConsumerWarps);
     }
     mbar_init(q_full, 128);
-    mbar_init(q_empty, 8);
+    mbar_init(q_empty, kConsumerWarps);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -350,7 +364,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) extend_sm90_kernel(const Exte
 
   // ======================= consumer warpgroups =======================
   regs_claim<Tr::kConsumerRegs>();
-  const int cwarp = warp - 4;        // 0..7
+  const int cwarp = warp - 4;        // 0 .. kConsumerWarps - 1
   const int wg = cwarp / 4;          // which 64 rows
   const int g = lane / 4, t4 = lane % 4;
   const int warp_row0 = cwarp * 16;  // = wg * 64 + (cwarp % 4) * 16
@@ -518,7 +532,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) extend_sm90_kernel(const Exte
     pack_p();
     for (int tile = 1; tile < num_kv_tiles; ++tile) {
       const int cur = it + tile, prev = cur - 1;
-#if MA_SM90_OVERLAP
+      if constexpr (Tr::kOverlap) {
       wait_full(k_full, cur);
       issue_s(cur);
       wait_full(v_full, prev);
@@ -533,7 +547,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) extend_sm90_kernel(const Exte
       release(&v_empty[slot_of(prev)]);
       rescale_o(alpha);
       pack_p();
-#else
+      } else {
       wait_full(v_full, prev);
       issue_pv(prev);
       wgmma_wait<0>();
@@ -548,7 +562,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) extend_sm90_kernel(const Exte
       softmax(tile, alpha);
       rescale_o(alpha);
       pack_p();
-#endif
+      }
     }
     {
       const int last = it + num_kv_tiles - 1;
@@ -607,9 +621,10 @@ const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
   const int group = a.num_qo_heads / a.num_kv_heads;
   ExtendArgs args;
   args.a = a;
-  args.pack = pack_factor(group, kSm90BlockM);
+  constexpr int BM = Sm90Traits<kHeadDim>::kBlockM;
+  args.pack = pack_factor(group, BM);
   args.head_groups = a.num_qo_heads / args.pack;
-  args.tile_capacity = kSm90BlockM / args.pack;
+  args.tile_capacity = BM / args.pack;
   args.score_scale = a.sm_scale;
   args.out_scale = 1.f;
   const int64_t blocks = int64_t(a.plan.num_extend_tiles) * args.head_groups;
@@ -618,7 +633,7 @@ const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
   const gpuError_t attr_status = gpuFuncSetAttribute(
       reinterpret_cast<const void*>(kernel), gpuFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (attr_status != gpuSuccess) return gpuGetErrorString(attr_status);
-  kernel<<<dim3(unsigned(blocks)), dim3(kSm90Threads), kSmem, stream>>>(args);
+  kernel<<<dim3(unsigned(blocks)), dim3(Sm90Traits<kHeadDim>::kThreads), kSmem, stream>>>(args);
   MA_RETURN_LAUNCH_STATUS();
 }
 
