@@ -2,6 +2,7 @@
 
 Used to choose the defaults of ExtendTraits (csrc/cuda/extend_kernel.cuh) in one device call:
   python3 benchmarks/sweep_extend.py OUT_DIR [v0,w1,...]   (about 30 s per variant after the build)
+Run it after scripts/build_inplace.sh: the test module imports mixed_attn, which needs _C.so.
 Each variant is a set of -DMA_EXTEND_D{64,128,256}_{W,MT,BN,ST,QR,WG} flags (warps, m16 tiles per
 warp, keys per K/V tile, pipeline stages, Q in registers, wgmma on sm_90a).
 
