@@ -725,11 +725,30 @@ def parse_args(argv=None):
     p.add_argument("--cpu", action="store_true", help="run the CPU version even with a GPU")
     p.add_argument("--time-limit-s", type=float, default=None,
                    help="GPU: start no new case after this many seconds (default 210, quick 90)")
+    p.add_argument("--from-json", default=None,
+                   help="run nothing: write --markdown / --png from the JSON of an earlier run")
     return p.parse_args(argv)
+
+
+def render_from_json(args):
+    """Markdown and plot of a saved run (e.g. the JSON a GPU machine sent back)."""
+    with open(args.from_json) as f:
+        payload = json.load(f)
+    run_args = argparse.Namespace(**payload["args"])
+    row_names = list(payload["rows"])
+    if args.markdown:
+        C.write_text(args.markdown, markdown(payload["env"], payload["ceilings"], payload["cases"],
+                                             payload["plan_timing"], row_names, run_args,
+                                             payload["wall_s"], payload["complete"]))
+    if args.png:
+        plot(payload["cases"], payload["plan_timing"], args.png, row_names)
 
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.from_json:
+        render_from_json(args)
+        return
     t_start, gpu, device, env = C.start_run("bench_mixed", args)
 
     if gpu:

@@ -56,7 +56,7 @@ VARIANTS = {
     "x2": {"extra": ["-DMA_SM90_PROBE=2"]},
 }
 # bench_extend.py --kernels per variant: mma.sync variants time the mma kernel, sm90 ones the default.
-KERNELS = {"v": "mma", "p": "mma", "s": "auto", "x": "auto"}
+KERNELS = {"v": "mma", "p": "mma", "s": "auto", "w": "auto", "x": "auto"}
 
 
 
