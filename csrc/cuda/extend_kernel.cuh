@@ -2,7 +2,10 @@
 // paged KV cache, on tensor cores, with a multi-stage cp.async pipeline for
 // the K/V tiles. Portable path: mma.sync m16n8k16 + ldmatrix (sm_80+, the
 // default everywhere). Optional sm_90a path (ExtendTraits::kWgmma, off by
-// default until validated on a GPU): the same loop with both GEMMs as wgmma.
+// default): the same loop with both GEMMs as wgmma; it passes the tests on the
+// H200 but is not faster (sweep variant pw1). On H100/H200 builds with sm_90a,
+// launch_extend uses the warp-specialised kernel in extend_sm90.cuh instead
+// for bf16/fp16 caches; this kernel serves fp8 caches and other GPUs.
 //
 // Work: one CTA per (extend tile, group of q heads). A tile is
 // plan.extend_tiles[i] = (row, q_start); the planner sorts them costliest first.

@@ -27,6 +27,14 @@
 //
 // Scope: bf16 / fp16 q with a cache of the same type, head dims 64/128/256.
 // The fp8 cache and other GPUs use extend_kernel.cuh (launch_extend chooses).
+//
+// Measured on an H200 (2026-11-30, benchmarks/RESULTS.md): 45% of the bf16
+// matmul rate on cases B and D (1.18x the mma.sync kernel). Diagnostic builds
+// (MA_SM90_PROBE) show the bound: without the K/V copies the same kernel runs at
+// 83-93% of the matmul rate; without the math the copies alone take 98% of the
+// full time. Faster means fewer copied bytes per FLOP (more query rows per
+// K/V tile: three consumer warpgroups pass the tests but were not yet timed;
+// cluster multicast) or a cheaper copy path (TMA per page for page sizes >= 16).
 #pragma once
 #include <cstdint>
 
