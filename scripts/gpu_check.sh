@@ -2,9 +2,12 @@
 # One device call on the GPU machine: build in place, run the GPU tests, a compute-sanitizer
 # subset and the benchmarks, writing every log under $OUT. Usage:
 #   bash scripts/gpu_check.sh [STEPS]      STEPS: comma list of build,diag,tests,sanitize,bench,
-#                                          decode_bench,extend_bench,replay
-#                                          (default: all of them)
-# PYTEST_ARGS narrows the tests (e.g. "-k decode"); BENCH_ARGS is passed to bench_mixed.py.
+#                                          decode_bench,extend_bench,extend_sweep,replay
+#                                          (default: build,diag,tests,sanitize,bench,replay)
+# PYTEST_ARGS narrows the tests (e.g. "-k decode"; default: all but the source-compile tests, which
+# CI runs and which take a minute of device time); BENCH_ARGS is passed to bench_mixed.py;
+# SWEEP_VARIANTS names the extend_sweep variants (default s0,w3; see benchmarks/sweep_extend.py).
+# The full suite takes about 3.5 minutes on the H200 (TEST_TIMEOUT, default 400 s).
 # MIXED_ATTN_COMMIT names the commit in the benchmark tables (.git does not travel).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +26,8 @@ if has build; then
   echo "build: $(( $(date +%s) - start )) s"
 fi
 if has tests; then
-  timeout ${TEST_TIMEOUT:-300} python3 -m pytest -q -p no:cacheprovider tests ${PYTEST_ARGS:-} \
+  timeout ${TEST_TIMEOUT:-400} python3 -m pytest -q -p no:cacheprovider tests \
+    ${PYTEST_ARGS:---ignore=tests/test_gpu_sources_compile.py} \
     > "$OUT/tests.log" 2>&1 || status=1
   tail -15 "$OUT/tests.log"
 fi
@@ -49,6 +53,13 @@ for kernel in decode extend; do
     tail -25 "$OUT/bench_${kernel}.log"
   fi
 done
+if has extend_sweep; then
+  # Needs the extension built (the test module imports mixed_attn).
+  mkdir -p "$OUT/sweep"
+  timeout ${SWEEP_TIMEOUT:-300} python3 benchmarks/sweep_extend.py "$OUT/sweep" ${SWEEP_VARIANTS:-s0,w3} \
+    > "$OUT/sweep.log" 2>&1 || status=1
+  grep -E "====|tests:| auto | mma " "$OUT/sweep.log" | head -40
+fi
 if has replay && [ -f benchmarks/serve_replay.py ]; then
   timeout ${REPLAY_TIMEOUT:-150} python3 benchmarks/serve_replay.py ${REPLAY_ARGS:-} \
     --markdown "$OUT/replay.md" > "$OUT/replay.log" 2>&1 || status=1
