@@ -56,6 +56,10 @@ def test_bench_mixed_quick_cpu(tmp_path, capsys):
     text = md.read_text()
     assert "commit: `test`" in text and "ma_split ms (%floor)" in text
     assert "plan() on the host" in text
+    # --from-json renders the same markdown from the saved run, running nothing.
+    md2 = tmp_path / "bm2.md"
+    bench_mixed.main(["--from-json", str(js), "--markdown", str(md2)])
+    assert md2.read_text() == text
 
 
 def test_serve_replay_quick_cpu(tmp_path, capsys):

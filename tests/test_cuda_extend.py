@@ -237,3 +237,26 @@ def test_repeatable(lib):
         outs.append(out)
     torch.cuda.synchronize()
     assert torch.equal(outs[0], outs[1])
+
+
+def test_env_selects_the_portable_kernel(lib, monkeypatch):
+    # On an H100/H200 the default is the sm_90a kernel; MIXED_ATTN_EXTEND_KERNEL=mma must reach the
+    # mma.sync kernel. Their tiles (128 vs 64 keys) rescale the softmax at different points, so the
+    # two give different bits (both within tolerance: the other tests); equal bits mean one kernel ran.
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the sm_90a kernel exists only on compute capability 9.0")
+    gen = torch.Generator().manual_seed(4)
+    b = make_batch([200], [1000], 8, 2, 128, 16, torch.bfloat16, torch.bfloat16, gen)
+    info, meta = lib.plan(b["qo_indptr"], b["kv_indptr"], b["seq_lens"], 16, 8, 2, 128)
+    q, kc, vc, idx = b["q"].cuda(), b["k_cache"].cuda(), b["v_cache"].cuda(), b["kv_indices"].cuda()
+    outs = []
+    for kernel in ("auto", "mma"):
+        if kernel == "mma":
+            monkeypatch.setenv("MIXED_ATTN_EXTEND_KERNEL", "mma")
+        else:
+            monkeypatch.delenv("MIXED_ATTN_EXTEND_KERNEL", raising=False)
+        out = torch.full_like(q, float("nan"))
+        lib.run(info, meta, q, kc, vc, idx, out)
+        outs.append(out)
+    torch.cuda.synchronize()
+    assert not torch.equal(outs[0], outs[1])
