@@ -10,6 +10,7 @@ FLOPs = 4 * D * Hq * (query, key) pairs attended (causal, no window).
 Prints TFLOP/s and the fraction of the matmul rate per case and kernel:
   auto   what launch_extend picks: the warp-specialised sm_90a kernel
          (csrc/cuda/extend_sm90.cuh) on an H100/H200 build with 90a, else mma.sync;
+  s1, s2 the sm_90a kernel with MIXED_ATTN_EXTEND_KV_SPLITS=1 / 2 (auto: the split policy);
   mma    MIXED_ATTN_EXTEND_KERNEL=mma: the portable mma.sync kernel (extend_kernel.cuh);
   triton the Triton oracle's extend (python/mixed_attn/triton_ref.py) on the same plan,
          with its time as a ratio to the first kernel's ("triton / auto").
@@ -78,16 +79,20 @@ def run_case(lib, name, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfl
     kv_indices = torch.randperm(num_pages, device="cuda", generator=gen)[:pages].to(torch.int32)
     q = torch.randn(ext, hq, d, device="cuda", generator=gen).to(q_dtype)
     out = torch.empty_like(q)
+    # The kernel choice first: the plan's tile size follows the kernel that will run (192 query
+    # rows on the sm_90a kernel at head dims 64/128, 128 on the mma.sync one).
+    os.environ.pop("MIXED_ATTN_EXTEND_KERNEL", None)
+    os.environ.pop("MIXED_ATTN_EXTEND_KV_SPLITS", None)
+    if kernel == "mma":
+        os.environ["MIXED_ATTN_EXTEND_KERNEL"] = "mma"
+    elif kernel in ("s1", "s2"):
+        os.environ["MIXED_ATTN_EXTEND_KV_SPLITS"] = kernel[1]
     info, meta = lib.plan([0, ext], [0, pages], [seq], page_size, hq, hkv, d)
     if kernel == "triton":
         from mixed_attn.triton_ref import triton_extend
 
         fn = lambda: triton_extend(q, k_cache, v_cache, kv_indices, meta, info, out)  # noqa: E731
     else:
-        if kernel == "mma":
-            os.environ["MIXED_ATTN_EXTEND_KERNEL"] = "mma"
-        else:
-            os.environ.pop("MIXED_ATTN_EXTEND_KERNEL", None)
         fn = lambda: lib.run(info, meta, q, k_cache, v_cache, kv_indices, out)  # noqa: E731
     fn()
     torch.cuda.synchronize()
@@ -102,7 +107,7 @@ def main():
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--fp8", action="store_true", help="also time the fp8-cache variant of each case")
     ap.add_argument("--json", default=None, help="write the rows here as JSON")
-    ap.add_argument("--kernels", default="auto,mma,triton", help="comma list of auto, mma, triton")
+    ap.add_argument("--kernels", default="auto,mma,triton", help="comma list of auto, s1, s2, mma, triton")
     args = ap.parse_args()
     kernels = args.kernels.split(",")
     if os.environ.get("MA_EXTEND_LIB"):  # a variant library built by extend_shim.build_library
@@ -128,6 +133,7 @@ def main():
                 rows.append((label, kernel, ext, prefix, f"{hq}/{hkv}/{d}", ms, tf, tf / mm, ms / first_ms))
                 print(f"{label:10s} {kernel:6s} {ms:8.3f} ms {tf:7.1f} TFLOP/s {tf / mm:6.1%} of mm", flush=True)
     os.environ.pop("MIXED_ATTN_EXTEND_KERNEL", None)
+    os.environ.pop("MIXED_ATTN_EXTEND_KV_SPLITS", None)
     print(f"{'case':10s} {'kernel':6s} {'new':>6s} {'prefix':>7s} {'Hq/Hkv/D':>10s} {'ms':>8s} {'TFLOP/s':>8s} "
           f"{'of mm':>6s} {'/' + kernels[0]:>7s}")
     for label, kernel, ext, prefix, shape, ms, tf, frac, ratio in rows:

@@ -69,15 +69,19 @@ def lib():
     return OpExtend()
 
 
-@pytest.fixture(autouse=True, params=["auto", "mma"])
+@pytest.fixture(autouse=True, params=["auto", "nosplit", "mma"])
 def extend_kernel(request, monkeypatch):
-    """Every test runs on both kernels: "auto" (the warp-specialised sm_90a kernel where the build
-    and the GPU have it, the mma.sync kernel elsewhere) and "mma" (MIXED_ATTN_EXTEND_KERNEL=mma
-    forces the portable mma.sync kernel; launch_extend reads the variable on every launch)."""
+    """Every test runs three ways: "auto" (the warp-specialised sm_90a kernel where the build and
+    the GPU have it, the mma.sync kernel elsewhere; its KV-split policy splits most of these small
+    launches over 2 CTAs of a cluster), "nosplit" (MIXED_ATTN_EXTEND_KV_SPLITS=1: the same kernel,
+    one CTA per query tile) and "mma" (MIXED_ATTN_EXTEND_KERNEL=mma forces the portable mma.sync
+    kernel). launch_extend reads both variables on every launch."""
+    monkeypatch.delenv("MIXED_ATTN_EXTEND_KERNEL", raising=False)
+    monkeypatch.delenv("MIXED_ATTN_EXTEND_KV_SPLITS", raising=False)
     if request.param == "mma":
         monkeypatch.setenv("MIXED_ATTN_EXTEND_KERNEL", "mma")
-    else:
-        monkeypatch.delenv("MIXED_ATTN_EXTEND_KERNEL", raising=False)
+    elif request.param == "nosplit":
+        monkeypatch.setenv("MIXED_ATTN_EXTEND_KV_SPLITS", "1")
     return request.param
 
 
@@ -255,6 +259,34 @@ def test_env_selects_the_portable_kernel(lib, monkeypatch):
             monkeypatch.setenv("MIXED_ATTN_EXTEND_KERNEL", "mma")
         else:
             monkeypatch.delenv("MIXED_ATTN_EXTEND_KERNEL", raising=False)
+        out = torch.full_like(q, float("nan"))
+        lib.run(info, meta, q, kc, vc, idx, out)
+        outs.append(out)
+    torch.cuda.synchronize()
+    assert not torch.equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("splits", [2, 4])
+def test_forced_kv_splits(lib, monkeypatch, extend_kernel, splits):
+    # MIXED_ATTN_EXTEND_KV_SPLITS=N splits every query tile's K/V range over N CTAs of a cluster
+    # (clamped to the kernel's maximum, 2), here on long prefixes where the policy would not
+    # split; window, sinks and LSE go through the merge. The bits must differ from the unsplit run
+    # (another summation order), else the variable did not reach the kernel.
+    if extend_kernel != "auto":
+        pytest.skip("one run per split count")
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("KV splits exist in the sm_90a kernel only")
+    monkeypatch.setenv("MIXED_ATTN_EXTEND_KV_SPLITS", str(splits))
+    for window_left, d in ((-1, 128), (700, 64), (-1, 256)):
+        run_and_check(lib, ext_lens=[500, 9], prefix_lens=[5000, 3001], hq=8, hkv=2, d=d, page_size=16,
+                      window_left=window_left, use_sinks=True, seed=splits * 31 + d)
+    gen = torch.Generator().manual_seed(6)
+    b = make_batch([300], [4000], 8, 2, 128, 16, torch.bfloat16, torch.bfloat16, gen)
+    info, meta = lib.plan(b["qo_indptr"], b["kv_indptr"], b["seq_lens"], 16, 8, 2, 128)
+    q, kc, vc, idx = b["q"].cuda(), b["k_cache"].cuda(), b["v_cache"].cuda(), b["kv_indices"].cuda()
+    outs = []
+    for n in (1, splits):
+        monkeypatch.setenv("MIXED_ATTN_EXTEND_KV_SPLITS", str(n))
         out = torch.full_like(q, float("nan"))
         lib.run(info, meta, q, kc, vc, idx, out)
         outs.append(out)

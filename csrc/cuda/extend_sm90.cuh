@@ -88,10 +88,10 @@ namespace mixed_attn::gpu::extend_detail {
 // the consumers have 160 registers: no room for S(t) and P(t-1) at once, so
 // the S/PV overlap is off there.
 #ifndef MA_SM90_D64_WGS
-#define MA_SM90_D64_WGS 2
+#define MA_SM90_D64_WGS 3
 #endif
 #ifndef MA_SM90_D128_WGS
-#define MA_SM90_D128_WGS 2
+#define MA_SM90_D128_WGS 3
 #endif
 #ifndef MA_SM90_D256_WGS
 #define MA_SM90_D256_WGS 2  // O alone takes 128 registers at head dim 256
@@ -119,8 +119,22 @@ constexpr int sm90_smem_bytes() {
   return Tr::kBlockM * kHeadDim * 2                      // Q
          + Tr::kStages * 2 * Tr::kBlockN * kHeadDim * 2  // K and V slots
          + 2 * Tr::kBlockN * 16                          // row offset table, two tiles
-         + (4 * Tr::kStages + 2) * 8                     // mbarriers
+         + (4 * Tr::kStages + 4) * 8                     // mbarriers
          + 1024;                                         // room to align the tiles to 1024 B
+}
+
+// KV splits (CTAs of one cluster sharing a query tile): at most 2. Ranks 1.. park
+// their partial O, row max and row sum (fp32, one float4 per thread per 8 output
+// columns, plus one) in rank 0's Q + ring region, which has room for one partial
+// at every head dim. Three splits (room at head dim 64) measured slower than two
+// on the H200 (2026-11-30, D at d64: 0.509 vs 0.445 ms; d128: 0.770 vs 0.739).
+template <int kHeadDim>
+constexpr int sm90_max_kv_splits() {
+  using Tr = Sm90Traits<kHeadDim>;
+  constexpr int region = Tr::kBlockM * kHeadDim * 2 + Tr::kStages * 2 * Tr::kBlockN * kHeadDim * 2;
+  constexpr int partial = (kHeadDim / 8 + 1) * 128 * Tr::kConsumerWGs * 16;
+  static_assert(partial <= region, "rank 0 must have room for one partial");
+  return 2;
 }
 
 // Byte offset of 16-byte chunk c of row r in a tile of kRows rows of kChunks chunks.
@@ -182,10 +196,46 @@ __device__ __forceinline__ void regs_claim() {
 }
 // Barrier 1 among the producer warpgroup only (barrier 0 is __syncthreads).
 __device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
+// Barrier 2 among the consumer warpgroups only.
+template <int kConsumerThreads>
+__device__ __forceinline__ void consumer_sync() {
+  asm volatile("bar.sync 2, %0;\n" ::"n"(kConsumerThreads) : "memory");
+}
+// ---- thread-block cluster primitives (KV splits merged through distributed shared memory) ----
+// Every thread of every CTA of the cluster; orders the mbarrier inits before any remote arrive.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// Address of the same shared-memory location in CTA `rank` of the cluster.
+__device__ __forceinline__ uint32_t cluster_addr(const void* local, int rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(local)), "r"(rank));
+  return remote;
+}
+__device__ __forceinline__ void mbar_arrive_remote(uint32_t remote_bar) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote_bar) : "memory");
+}
+// mbar_wait with cluster-scope acquire: sees the remote writes released by the arrivals.
+__device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, int parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n"
+      "}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void st_cluster_f32x4(uint32_t addr, float a, float b, float c, float d) {
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(a), "f"(b), "f"(c),
+               "f"(d)
+               : "memory");
+}
 #endif  // MA_EXTEND_HAS_WGMMA
 
 template <int kHeadDim, typename T>
-__global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90_kernel(const ExtendArgs args) {
+__global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90_kernel(const ExtendArgs args, const int kv_splits) {
 #if MA_EXTEND_HAS_WGMMA
   using Tr = Sm90Traits<kHeadDim>;
   constexpr int D = kHeadDim;
@@ -222,6 +272,9 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
   uint64_t* v_empty = bars + 3 * kStages;
   uint64_t* q_full = bars + 4 * kStages;
   uint64_t* q_empty = q_full + 1;
+  uint64_t* merge_go = q_full + 2;       // rank r > 0: rank 0 has freed its Q + ring region
+  uint64_t* merge_arrived = q_full + 3;  // rank 0: every other rank's partials are in place
+  constexpr int kConsumerThreads = 128 * Tr::kConsumerWGs;
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;
@@ -236,12 +289,20 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
     }
     mbar_init(q_full, 128);
     mbar_init(q_empty, kConsumerWarps);
+    mbar_init(merge_go, 1);
+    mbar_init(merge_arrived, (kv_splits - 1) * kConsumerThreads);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  __syncthreads();
-
-  const int tile_index = blockIdx.x / args.head_groups;
-  const int head_group = blockIdx.x % args.head_groups;
+  // KV split: the kv_splits CTAs of one cluster (consecutive blocks) share a query tile and
+  // each covers a contiguous share of its K/V tiles; rank 0 merges (launcher: one pass only).
+  if (kv_splits > 1)
+    cluster_sync();
+  else
+    __syncthreads();
+  const int split_rank = blockIdx.x % kv_splits;  // = %cluster_ctarank for a 1-D cluster of kv_splits
+  const int work_index = blockIdx.x / kv_splits;
+  const int tile_index = work_index / args.head_groups;
+  const int head_group = work_index % args.head_groups;
   const int pack = args.pack;
   const int q_head0 = head_group * pack;
   const int kv_head = q_head0 / (a.num_qo_heads / a.num_kv_heads);
@@ -272,6 +333,9 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
       const int kv_lo = window >= 0 ? max(0, min_pos - window) : 0;
       const int first_tile_key = kv_lo / BN * BN;
       const int num_kv_tiles = (kv_hi - first_tile_key + BN - 1) / BN;
+      const int split_tiles = (num_kv_tiles + kv_splits - 1) / kv_splits;
+      const int tile_begin = min(num_kv_tiles, split_rank * split_tiles);
+      const int tile_end_ = min(num_kv_tiles, tile_begin + split_tiles);
 
       // Q: rows past the tile's queries are zero.
       if (pass > 0) mbar_wait(q_empty, (pass - 1) & 1);
@@ -297,11 +361,11 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
       // Page id of key (first_tile_key + tile * BN + tid), or -1 outside [kv_lo, kv_hi).
       auto read_page = [&](int tile) {
         const int j = first_tile_key + tile * BN + tid;
-        if (tid >= BN || tile >= num_kv_tiles || j < kv_lo || j >= kv_hi) return -1;
+        if (tid >= BN || tile >= tile_end_ || j < kv_lo || j >= kv_hi) return -1;
         return a.kv_indices[page_base + j / page_size];
       };
-      int next_page = read_page(0);
-      for (int tile = 0; tile < num_kv_tiles; ++tile, ++it) {
+      int next_page = read_page(tile_begin);
+      for (int tile = tile_begin; tile < tile_end_; ++tile, ++it) {
         // Alternate by ring position, not by tile: a new pass must not reuse the last one's table.
         longlong2* table = row_table + (it & 1) * BN;
         if (tid < BN) {
@@ -394,6 +458,9 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
     const int kv_lo = window >= 0 ? max(0, min_pos - window) : 0;
     const int first_tile_key = kv_lo / BN * BN;
     const int num_kv_tiles = (max_pos + 1 - first_tile_key + BN - 1) / BN;
+    const int split_tiles = (num_kv_tiles + kv_splits - 1) / kv_splits;
+    const int tile_begin = min(num_kv_tiles, split_rank * split_tiles);
+    const int my_tiles = min(num_kv_tiles, tile_begin + split_tiles) - tile_begin;  // may be 0 (rank > 0)
 
     int pos[2];  // absolute positions of this thread's rows g and g + 8
 #pragma unroll
@@ -519,27 +586,29 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
     fence_proxy_async();
     float alpha[2];
     if constexpr (MA_SM90_PROBE == 2) {
-      for (int tile = 0; tile < num_kv_tiles; ++tile) {
-        wait_full(k_full, it + tile);
-        release(&k_empty[slot_of(it + tile)]);
-        wait_full(v_full, it + tile);
-        release(&v_empty[slot_of(it + tile)]);
+      for (int k = 0; k < my_tiles; ++k) {
+        wait_full(k_full, it + k);
+        release(&k_empty[slot_of(it + k)]);
+        wait_full(v_full, it + k);
+        release(&v_empty[slot_of(it + k)]);
       }
       row_sum[0] = row_sum[1] = 1.f;
       row_max[0] = row_max[1] = 0.f;
-      it += num_kv_tiles;
+      it += my_tiles;
       release(q_empty);
+    } else if (my_tiles == 0) {
+      release(q_empty);  // an empty share: O = 0, max = -inf, sum = 0
     } else {
-    // Tile 0: S, softmax, P (O is zero: no rescale).
+    // First tile: S, softmax, P (O is zero: no rescale).
     wait_full(k_full, it);
     issue_s(it);
     wgmma_wait<0>();
     fence_regs(s_acc);
     release(&k_empty[slot_of(it)]);
-    softmax(0, alpha);
+    softmax(tile_begin, alpha);
     pack_p();
-    for (int tile = 1; tile < num_kv_tiles; ++tile) {
-      const int cur = it + tile, prev = cur - 1;
+    for (int tile = tile_begin + 1; tile < tile_begin + my_tiles; ++tile) {
+      const int cur = it + (tile - tile_begin), prev = cur - 1;
       if constexpr (Tr::kOverlap) {
       wait_full(k_full, cur);
       issue_s(cur);
@@ -573,7 +642,7 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
       }
     }
     {
-      const int last = it + num_kv_tiles - 1;
+      const int last = it + my_tiles - 1;
       wait_full(v_full, last);
       issue_pv(last);
       wgmma_wait<0>();
@@ -581,10 +650,58 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
       fence_regs(p_frag);
       release(&v_empty[slot_of(last)]);
     }
-    it += num_kv_tiles;
+    it += my_tiles;
     // Every S GEMM of this pass has completed: Q may be overwritten by the next pass.
     release(q_empty);
     }  // MA_SM90_PROBE != 2
+
+    if (kv_splits > 1) {
+      // ---- KV-split merge through distributed shared memory (single pass) ----
+      // Partial of rank r, thread c: float4 n (< kNTilesO) = o_acc[n], float4 kNTilesO = (max0,
+      // max1, sum0, sum1), at float4 index (r - 1) * (kNTilesO + 1) * kConsumerThreads +
+      // n * kConsumerThreads + c of rank 0's Q + ring region (conflict-free, 16 B per lane).
+      const int ctid = tid - 128;
+      constexpr int kPartialF4 = (kNTilesO + 1) * kConsumerThreads;
+      float4* parked = reinterpret_cast<float4*>(smem_q);
+      if (split_rank == 0) {
+        // Every consumer warp has finished its GEMMs (all copies landed): Q and ring are free.
+        consumer_sync<kConsumerThreads>();
+        if (ctid > 0 && ctid < kv_splits) mbar_arrive_remote(cluster_addr(merge_go, ctid));
+        mbar_wait_cluster(merge_arrived, 0);
+        for (int r = 1; r < kv_splits; ++r) {
+          const float4* src = parked + (r - 1) * kPartialF4 + ctid;
+          const float4 ml = src[kNTilesO * kConsumerThreads];
+          const float other_max[2] = {ml.x, ml.y}, other_sum[2] = {ml.z, ml.w};
+          float mine_mul[2], other_mul[2];
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            const float m = fmaxf(row_max[i], other_max[i]);
+            const float m_base = m == -INFINITY ? 0.f : m;
+            mine_mul[i] = fast_exp2(row_max[i] - m_base);
+            other_mul[i] = fast_exp2(other_max[i] - m_base);
+            row_sum[i] = row_sum[i] * mine_mul[i] + other_sum[i] * other_mul[i];
+            row_max[i] = m;
+          }
+#pragma unroll
+          for (int n = 0; n < kNTilesO; ++n) {
+            const float4 o = src[n * kConsumerThreads];
+            o_acc[n][0] = o_acc[n][0] * mine_mul[0] + o.x * other_mul[0];
+            o_acc[n][1] = o_acc[n][1] * mine_mul[0] + o.y * other_mul[0];
+            o_acc[n][2] = o_acc[n][2] * mine_mul[1] + o.z * other_mul[1];
+            o_acc[n][3] = o_acc[n][3] * mine_mul[1] + o.w * other_mul[1];
+          }
+        }
+      } else {
+        mbar_wait_cluster(merge_go, 0);
+        const uint32_t dst = cluster_addr(parked + (split_rank - 1) * kPartialF4 + ctid, 0);
+#pragma unroll
+        for (int n = 0; n < kNTilesO; ++n)
+          st_cluster_f32x4(dst + n * kConsumerThreads * 16, o_acc[n][0], o_acc[n][1], o_acc[n][2], o_acc[n][3]);
+        st_cluster_f32x4(dst + kNTilesO * kConsumerThreads * 16, row_max[0], row_max[1], row_sum[0], row_sum[1]);
+        mbar_arrive_remote(cluster_addr(merge_arrived, 0));
+        return;
+      }
+    }
 
     // ---- epilogue: sink, normalise, store out (and lse) ----
     const float* sinks = a.maybe_sinks;
@@ -621,9 +738,27 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
 #endif  // MA_EXTEND_HAS_WGMMA
 }
 
+// KV splits per query tile for a launch of `blocks` (tile, head group) CTAs, one CTA per SM.
+// Few long tiles leave SMs idle in the last wave (case D at 192 rows: 176 CTAs on 132 SMs run
+// as two waves, 67% busy); splitting each tile's K/V range over S CTAs of a cluster turns that
+// into S times as many CTAs of 1/S the work. Cost model in units of one unsplit CTA:
+// ceil(blocks * S / SMs) / S, plus 5% per split launch for the merge; launches of three waves
+// or more keep S = 1 (their costliest-first order already fills the last wave).
+inline int sm90_kv_splits(int64_t blocks, int num_sms, int max_splits) {
+  if (num_sms < 1 || blocks >= 3 * int64_t(num_sms)) return 1;
+  int best = 1;
+  double best_cost = double((blocks + num_sms - 1) / num_sms);
+  for (int s = 2; s <= max_splits; ++s) {
+    const double cost = double((blocks * s + num_sms - 1) / num_sms) / s * 1.05;
+    if (cost < best_cost) best = s, best_cost = cost;
+  }
+  return best;
+}
+
 // Host side: launch one instantiation (instantiated in extend_d{64,128,256}.cu).
+// forced_kv_splits > 0 overrides the policy (clamped to what the merge has room for).
 template <int kHeadDim, typename T>
-const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
+const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream, int num_sms, int forced_kv_splits) {
   const AttentionCommon& a = p.attn;
   constexpr int kSmem = sm90_smem_bytes<kHeadDim>();
   const int group = a.num_qo_heads / a.num_kv_heads;
@@ -636,13 +771,41 @@ const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
   args.score_scale = a.sm_scale;
   args.out_scale = 1.f;
   const int64_t blocks = int64_t(a.plan.num_extend_tiles) * args.head_groups;
-  if (blocks > 0x7fffffff) return "extend: too many (tile, head group) blocks for one launch";
+  // The merge runs once, after the last pass: only plans whose tiles fit one pass are split.
+  int kv_splits = 1;
+  if (a.plan.extend_tile_tokens <= args.tile_capacity) {
+    constexpr int kMaxSplits = sm90_max_kv_splits<kHeadDim>();
+    kv_splits = forced_kv_splits > 0 ? (forced_kv_splits < kMaxSplits ? forced_kv_splits : kMaxSplits)
+                                     : sm90_kv_splits(blocks, num_sms, kMaxSplits);
+  }
+  if (blocks * kv_splits > 0x7fffffff) return "extend: too many (tile, head group) blocks for one launch";
   auto kernel = extend_sm90_kernel<kHeadDim, T>;
   const gpuError_t attr_status = gpuFuncSetAttribute(
       reinterpret_cast<const void*>(kernel), gpuFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (attr_status != gpuSuccess) return gpuGetErrorString(attr_status);
-  kernel<<<dim3(unsigned(blocks)), dim3(Sm90Traits<kHeadDim>::kThreads), kSmem, stream>>>(args);
+  if (kv_splits == 1) {
+    kernel<<<dim3(unsigned(blocks)), dim3(Sm90Traits<kHeadDim>::kThreads), kSmem, stream>>>(args, 1);
+    MA_RETURN_LAUNCH_STATUS();
+  }
+#if defined(MA_CUDA)
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(unsigned(blocks * kv_splits));
+  config.blockDim = dim3(Sm90Traits<kHeadDim>::kThreads);
+  config.dynamicSmemBytes = kSmem;
+  config.stream = stream;
+  cudaLaunchAttribute cluster;
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = unsigned(kv_splits);
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  const cudaError_t launch_status = cudaLaunchKernelEx(&config, kernel, args, kv_splits);
+  if (launch_status != cudaSuccess) return cudaGetErrorString(launch_status);
   MA_RETURN_LAUNCH_STATUS();
+#else
+  return "extend: KV splits need thread-block clusters (CUDA sm_90)";
+#endif
 }
 
 }  // namespace mixed_attn::gpu::extend_detail
