@@ -70,7 +70,7 @@ class ExtendLib:
         self.lib = ctypes.CDLL(path)
         L = self.lib
         P = ctypes.c_void_p
-        L.ma_ext_plan.argtypes = [P, P, P] + [ctypes.c_int] * 8 + [P, P, ctypes.c_char_p, ctypes.c_int]
+        L.ma_ext_plan.argtypes = [P, P, P] + [ctypes.c_int] * 9 + [P, P, ctypes.c_char_p, ctypes.c_int]
         L.ma_ext_plan.restype = ctypes.c_int
         L.ma_ext_meta_capacity.argtypes = [ctypes.c_int64] * 3
         L.ma_ext_meta_capacity.restype = ctypes.c_int64
@@ -83,7 +83,7 @@ class ExtendLib:
         return self.lib.ma_ext_tile_tokens(head_dim, group)
 
     def plan(self, qo_indptr, kv_indptr, seq_lens, page_size, hq, hkv, d, window_left=-1,
-             mode=MODE_FOLD, tile_tokens=None):
+             mode=MODE_FOLD, tile_tokens=None, deterministic=False):
         """Returns (info int64 cpu tensor, meta int32 cuda tensor)."""
         qo = torch.tensor(qo_indptr, dtype=torch.int32)
         kv = torch.tensor(kv_indptr, dtype=torch.int32)
@@ -96,7 +96,7 @@ class ExtendLib:
         info = torch.zeros(NUM_PLAN_FIELDS, dtype=torch.int64)
         err = ctypes.create_string_buffer(512)
         rc = self.lib.ma_ext_plan(qo.data_ptr(), kv.data_ptr(), sl.data_ptr(), B, page_size, hq, hkv, d,
-                                  window_left, mode, tile_tokens, meta.data_ptr(), info.data_ptr(), err, 512)
+                                  window_left, mode, int(deterministic), tile_tokens, meta.data_ptr(), info.data_ptr(), err, 512)
         if rc != 0:
             raise RuntimeError(err.value.decode())
         return info, meta.cuda()

@@ -29,7 +29,7 @@ class OpExtend:
         return torch.ops.mixed_attn.extend_tile_tokens(torch.device("cuda"), head_dim, group)
 
     def plan(self, qo_indptr, kv_indptr, seq_lens, page_size, hq, hkv, d, window_left=-1,
-             mode=MODE_FOLD, tile_tokens=None):
+             mode=MODE_FOLD, tile_tokens=None, deterministic=False):
         qo = torch.tensor(qo_indptr, dtype=torch.int32)
         if tile_tokens is None:
             tile_tokens = self.tile_tokens(d, hq // hkv)
@@ -38,7 +38,7 @@ class OpExtend:
         sms = torch.cuda.get_device_properties(0).multi_processor_count
         info = torch.ops.mixed_attn.plan(qo, torch.tensor(kv_indptr, dtype=torch.int32),
                                          torch.tensor(seq_lens, dtype=torch.int32), meta, page_size,
-                                         hq, hkv, d, window_left, mode, sms, False, 2048, 32,
+                                         hq, hkv, d, window_left, mode, sms, deterministic, 2048, 32,
                                          tile_tokens)
         return info, meta.cuda()
 
@@ -292,3 +292,26 @@ def test_forced_kv_splits(lib, monkeypatch, extend_kernel, splits):
         outs.append(out)
     torch.cuda.synchronize()
     assert not torch.equal(outs[0], outs[1])
+
+
+def test_deterministic_plan_extend_row_is_batch_invariant(lib, extend_kernel):
+    # With deterministic=True an extend row's bits do not depend on the rest of the batch: alone (a
+    # launch small enough for the KV-split policy: 10 CTAs) and next to a long row (over 500 CTAs,
+    # three waves of the H200's 132 SMs: never split) it must give the same bits.
+    if extend_kernel != "auto":
+        pytest.skip("the policy runs in the default configuration only")
+    gen = torch.Generator().manual_seed(8)
+    hq, hkv, d = 8, 2, 128
+    b = make_batch([200, 12000], [3000, 100], hq, hkv, d, 16, torch.bfloat16, torch.bfloat16, gen)
+    q, kc, vc, idx = b["q"].cuda(), b["k_cache"].cuda(), b["v_cache"].cuda(), b["kv_indices"].cuda()
+    first = b["qo_indptr"][1]
+    alone = lib.plan(b["qo_indptr"][:2], b["kv_indptr"][:2], b["seq_lens"][:1], 16, hq, hkv, d,
+                     deterministic=True)
+    both = lib.plan(b["qo_indptr"], b["kv_indptr"], b["seq_lens"], 16, hq, hkv, d, deterministic=True)
+    out_alone = torch.full_like(q[:first], float("nan"))
+    lib.run(*alone, q[:first], kc, vc, idx, out_alone)
+    out_both = torch.full_like(q, float("nan"))
+    lib.run(*both, q, kc, vc, idx, out_both)
+    torch.cuda.synchronize()
+    assert torch.isfinite(out_alone).all()
+    assert torch.equal(out_alone, out_both[:first])

@@ -1,7 +1,7 @@
 // Hopper (sm_90a) extend kernel: warp-specialised, FlashAttention-3 style.
 //
 // Same work list, tile semantics and numerics as extend_kernel.cuh (one CTA per
-// (extend tile, group of q heads); GQA heads packed into the 128 query rows;
+// (extend tile, group of q heads); GQA heads packed into the 128/192 query rows;
 // online softmax in base 2; masks only on diagonal / window-edge tiles), but
 // the CTA is split by role:
 //   warpgroup 0, the producer: 128 threads that only copy. They read the page
@@ -10,15 +10,25 @@
 //     cp.async of K and V into a ring of kStages slots and signal an mbarrier
 //     per slot when the copies land (cp.async.mbarrier.arrive.noinc). Paged KV
 //     with any page size rules out TMA tiles, hence cp.async.
-//   warpgroups 1 and 2, the consumers: 64 query rows each. S = Q K^T as wgmma
+//   warpgroups 1.., the consumers (three at head dims 64/128, two at 256): 64
+//     query rows each. S = Q K^T as wgmma
 //     with Q and K in shared memory; softmax in registers; O += P V as wgmma
-//     with P from registers. The S GEMM of tile t is issued together with the
-//     P V GEMM of tile t-1, and the exponentials of tile t run while that P V
-//     is still on the tensor cores (intra-warpgroup overlap); the two consumer
-//     warpgroups interleave on their own as well.
+//     with P from registers. With two consumer warpgroups the S GEMM of tile t
+//     is issued together with the P V GEMM of tile t-1, and the exponentials of
+//     tile t run while that P V is still on the tensor cores (intra-warpgroup
+//     overlap); three have no registers for that (160 each) but share every
+//     K/V tile among 192 rows; the consumer warpgroups interleave on their own.
 // The producer gives registers back (setmaxnreg) so that the consumers hold
 // S, P and O without spilling.
 // No __syncthreads in the main loop: full/empty mbarriers per K and V slot.
+//
+// KV split: when a launch would leave most of its last wave idle (few long
+// query tiles, e.g. 1024 new tokens over a 16k prefix: 176 CTAs on 132 SMs),
+// launch_extend_sm90_impl runs each tile as a cluster of two CTAs, each over
+// half of the tile's K/V tiles; rank 1 writes its unnormalised O, row max and
+// row sum into rank 0's shared memory (st.shared::cluster) and rank 0 merges
+// them before the epilogue. No global scratch, no second launch, no planner
+// change. Deterministic plans are never split by the policy.
 //
 // Shared-memory tiles (tile_byte_off) use the wgmma no-swizzle canonical layout
 // (8 rows x 16 bytes per 128-byte core matrix); each producer warp instruction
@@ -28,13 +38,12 @@
 // Scope: bf16 / fp16 q with a cache of the same type, head dims 64/128/256.
 // The fp8 cache and other GPUs use extend_kernel.cuh (launch_extend chooses).
 //
-// Measured on an H200 (2026-11-30, benchmarks/RESULTS.md): 45% of the bf16
-// matmul rate on cases B and D (1.18x the mma.sync kernel). Diagnostic builds
-// (MA_SM90_PROBE) show the bound: without the K/V copies the same kernel runs at
-// 83-93% of the matmul rate; without the math the copies alone take 98% of the
-// full time. Faster means fewer copied bytes per FLOP (more query rows per
-// K/V tile: three consumer warpgroups pass the tests but were not yet timed;
-// cluster multicast) or a cheaper copy path (TMA per page for page sizes >= 16).
+// Measured on an H200 (2026-11-30, benchmarks/RESULTS.md): with two consumer
+// warpgroups 45% of the bf16 matmul rate on cases B and D, bound by the K/V
+// copies from L2 (diagnostic builds, MA_SM90_PROBE: without the copies 83-93%
+// of the matmul rate, without the math the copies alone take 98% of the time).
+// Three warpgroups copy a third fewer bytes per FLOP: B 58.5%; the KV split
+// fills the idle last wave of D: 57.1%.
 #pragma once
 #include <cstdint>
 
@@ -772,8 +781,10 @@ const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream, i
   args.out_scale = 1.f;
   const int64_t blocks = int64_t(a.plan.num_extend_tiles) * args.head_groups;
   // The merge runs once, after the last pass: only plans whose tiles fit one pass are split.
+  // Deterministic plans: the policy depends on the launch size, so it would make a row's bits
+  // depend on the rest of the batch; they keep one CTA per tile (unless forced).
   int kv_splits = 1;
-  if (a.plan.extend_tile_tokens <= args.tile_capacity) {
+  if (a.plan.extend_tile_tokens <= args.tile_capacity && (forced_kv_splits > 0 || !a.plan.deterministic)) {
     constexpr int kMaxSplits = sm90_max_kv_splits<kHeadDim>();
     kv_splits = forced_kv_splits > 0 ? (forced_kv_splits < kMaxSplits ? forced_kv_splits : kMaxSplits)
                                      : sm90_kv_splits(blocks, num_sms, kMaxSplits);

@@ -16,7 +16,7 @@ extern "C" {
 // entries, info_out kPlanNumFields. Returns 0, or -1 with the error in err.
 int ma_ext_plan(const int32_t* qo_indptr, const int32_t* kv_indptr, const int32_t* seq_lens,
                 int num_rows, int page_size, int num_qo_heads, int num_kv_heads, int head_dim,
-                int window_left, int mode, int extend_tile_tokens, int32_t* meta_out,
+                int window_left, int mode, int deterministic, int extend_tile_tokens, int32_t* meta_out,
                 int64_t* info_out, char* err, int err_len) {
   mixed_attn::PlanConfig cfg;
   cfg.page_size = page_size;
@@ -25,6 +25,7 @@ int ma_ext_plan(const int32_t* qo_indptr, const int32_t* kv_indptr, const int32_
   cfg.head_dim = head_dim;
   cfg.window_left = window_left;
   cfg.mode = static_cast<mixed_attn::DispatchMode>(mode);
+  cfg.deterministic = deterministic != 0;
   cfg.extend_tile_tokens = extend_tile_tokens;
   mixed_attn::PlanInputs in{qo_indptr, kv_indptr, seq_lens, num_rows};
   mixed_attn::PlanResult r = mixed_attn::plan_step(cfg, in, meta_out);

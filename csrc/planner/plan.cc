@@ -229,6 +229,7 @@ PlanView plan_view(const int64_t* info, const int32_t* meta) {
   v.extend_tile_tokens = int32_t(info[kPlanExtendTileTokens]);
   v.num_partials = int32_t(info[kPlanNumPartials]);
   v.max_splits = int32_t(info[kPlanMaxSplits]);
+  v.deterministic = int32_t(info[kPlanDeterministic]);
   return v;
 }
 

@@ -36,6 +36,8 @@ struct PlanView {
   int32_t extend_tile_tokens;          // query tokens per extend tile
   int32_t num_partials;                // sum of decode splits: arena slots used
   int32_t max_splits;                  // largest split count of any decode row
+  int32_t deterministic;               // 1: batch-invariant results (no work splitting that
+                                       // depends on the size of the launch)
 };
 
 // What every attention kernel reads: queries, paged cache, output, options.
