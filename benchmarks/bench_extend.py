@@ -1,7 +1,7 @@
 """Micro-benchmark of the CUDA extend kernel against the bf16 matmul rate.
 
 Method: one process; the ceiling is a bf16 8192^3 torch.matmul on random data,
-timed the same way in the same run. Each case: one extend row (pages of 16
+timed the same way in the same run. Each case: one extend row (pages of 16, or 1 for -p1 cases,
 tokens scattered at random over the cache, random bf16 data), the plan made
 once by the real planner, then the kernel alone timed with
 triton.testing.do_bench (median, warm-up first) when triton is there, else
@@ -38,7 +38,11 @@ CASES = {
     "D-d64": (1024, 16384, 32, 8, 64),
     "B-d256": (4096, 4096, 16, 8, 256),
     "D-d256": (1024, 16384, 16, 8, 256),
+    # page size 1 (sglang's default): keys one by one (per-key TMA boxes or cp.async)
+    "B-p1": (4096, 4096, 32, 8, 128, 1),
+    "B-d64-p1": (4096, 4096, 32, 8, 64, 1),
 }
+
 
 
 def bench_ms(fn):
@@ -122,12 +126,14 @@ def main():
     print(f"device: {props.name}, {props.multi_processor_count} SMs; bf16 8192^3 matmul {mm:.1f} TFLOP/s")
     rows = []
     for name in args.cases.split(","):
-        ext, prefix, hq, hkv, d = CASES[name]
+        ext, prefix, hq, hkv, d, *page = CASES[name]
+        page_size = page[0] if page else 16
         variants = [False, True] if args.fp8 else [False]
         for fp8 in variants:
             first_ms = None
             for kernel in kernels:
-                ms, tf = run_case(lib, name, ext, prefix, hq, hkv, d, fp8=fp8, kernel=kernel)
+                ms, tf = run_case(lib, name, ext, prefix, hq, hkv, d, page_size=page_size, fp8=fp8,
+                                  kernel=kernel)
                 first_ms = first_ms or ms
                 label = name + ("-fp8" if fp8 else "")
                 rows.append((label, kernel, ext, prefix, f"{hq}/{hkv}/{d}", ms, tf, tf / mm, ms / first_ms))

@@ -111,10 +111,10 @@ class ExtendLib:
                                      kv_indices.data_ptr(), out.data_ptr(),
                                      lse.data_ptr() if lse is not None else 0,
                                      sinks.data_ptr() if sinks is not None else 0)
-        ints = (ctypes.c_int64 * 18)(q.stride(0), q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3],
+        ints = (ctypes.c_int64 * 19)(q.stride(0), q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3],
                                      out.stride(0), out.stride(1), lse.stride(0) if lse is not None else 0,
                                      hq, hkv, d, k_cache.shape[1], window_left, DTYPE_CODE[q.dtype],
-                                     DTYPE_CODE[k_cache.dtype])
+                                     DTYPE_CODE[k_cache.dtype], min(k_cache.shape[0], v_cache.shape[0]))
         floats = (ctypes.c_float * 4)(sm_scale, logit_cap, k_scale, v_scale)
         if stream is None:
             stream = torch.cuda.current_stream().cuda_stream

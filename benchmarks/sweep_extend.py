@@ -53,12 +53,15 @@ VARIANTS = {
     # since 2026-11-30: B 1.351 -> 1.047 ms, 45.5% -> 58.6% of the matmul rate) / two
     "w3": {"extra": ["-DMA_SM90_D64_WGS=3", "-DMA_SM90_D128_WGS=3"]},
     "w2": {"extra": ["-DMA_SM90_D64_WGS=2", "-DMA_SM90_D128_WGS=2"]},
+    # K/V tiles inside the attended range by TMA (page size a multiple of 16), swizzled layout
+    "t0": {"extra": ["-DMA_SM90_TMA=0"]},  # cp.async only (the default before TMA)
+    "k0": {"extra": ["-DMA_SM90_TMA_KEYWISE=0"]},  # page sizes not a multiple of 16 by cp.async
     # diagnostics (wrong results, timed without tests): no K/V copies / no math
     "x1": {"extra": ["-DMA_SM90_PROBE=1"]},
     "x2": {"extra": ["-DMA_SM90_PROBE=2"]},
 }
 # bench_extend.py --kernels per variant: mma.sync variants time the mma kernel, sm90 ones the default.
-KERNELS = {"v": "mma", "p": "mma", "s": "auto", "w": "auto", "x": "auto"}
+KERNELS = {"v": "mma", "p": "mma", "s": "auto", "w": "auto", "t": "auto", "k": "auto", "x": "auto"}
 
 
 

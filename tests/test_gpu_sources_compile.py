@@ -5,6 +5,7 @@ The kernels never include torch, so this needs only the compilers, not a GPU or 
 
 import glob
 import os
+import re
 import shutil
 import subprocess
 
@@ -46,3 +47,24 @@ def test_hipcc_cdna(src, tmp_path):
 def test_there_are_gpu_sources():
     # The glob above must find the kernels (a moved folder would silently skip every compile).
     assert os.path.isdir(os.path.join(ROOT, "csrc", "cuda"))
+
+
+@pytest.mark.skipif(shutil.which("hipcc") is None, reason="hipcc not installed")
+@pytest.mark.parametrize("arch", ["gfx90a", "gfx940"])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_hipcc_extend_uses_mfma(arch, head_dim, tmp_path):
+    # The extend kernel's body exists only where MA_EXTEND_HAS_MMA holds (extend_mma.cuh); were
+    # it off for CDNA, the sources would still compile, to empty kernels. So look in the device
+    # code for the MFMA instructions of both input types (gfx940 spells them with an extra '_'),
+    # and for no scratch memory (register spills; the tile shapes must fit in registers).
+    src = os.path.join(ROOT, "csrc", "cuda", f"extend_d{head_dim}.cu")
+    out = tmp_path / "k.s"
+    cmd = ["hipcc", "-std=c++17", "-O3", "-x", "hip", *INCLUDES, f"--offload-arch={arch}",
+           "--cuda-device-only", "-S", src, "-o", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, HIP_PLATFORM="amd"))
+    assert r.returncode == 0, r.stderr[-4000:]
+    asm = out.read_text()
+    assert re.search(r"v_mfma_f32_16x16x16_?f16\b", asm), "no fp16 MFMA in the extend kernel"
+    assert re.search(r"v_mfma_f32_16x16x16_?bf16(_1k)?\b", asm), "no bf16 MFMA in the extend kernel"
+    scratch = re.findall(r"\.private_segment_fixed_size:\s+(\d+)", asm)
+    assert scratch and all(s == "0" for s in scratch), f"scratch use (spills?): {scratch}"

@@ -24,6 +24,17 @@
 // fp8 e4m3 cache: tiles land as bytes and are widened exactly to bf16/fp16 in
 // shared memory; k_scale is folded into the score scale, v_scale into the
 // final normalisation.
+//
+// AMD CDNA2/CDNA3 (HIP, 64-lane wavefronts): the same kernel with the two
+// products on MFMA 16x16x16 (extend_mma.cuh), computed transposed, S^T = K Q^T
+// and O^T = V^T P^T, so that a lane's accumulators all belong to one query row
+// (AccLayoutMfma16 in extend_frag_layout.h); V is staged transposed in LDS;
+// loads are synchronous; fp8 tiles are widened in LDS as above. Only the two
+// products, the fragment loads and the V staging differ per vendor: masks,
+// softmax and epilogue are written once against the accumulator layout. The
+// HIP path is compiled in CI (gfx90a, gfx940) and its fragment bookkeeping is
+// emulated on the CPU (tests/test_extend_frag_layout.py); it has not run on
+// AMD hardware yet, and its tile shapes are untuned.
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -54,12 +65,51 @@ namespace mixed_attn::gpu::extend_detail {
 // kMTiles == 1 and whole warpgroups (kQInRegs is ignored: Q stays in shared
 // memory, as wgmma register operands kept live across loop iterations were
 // seen clobbered by ptxas 13.0). Other targets use the mma.sync loop.
+//
+// HIP: CDNA has 64 KB of LDS per workgroup (the shapes above need up to
+// 128 KB), and with synchronous loads a third slot buys nothing, so smaller
+// defaults, chosen to fit (not measured; no AMD GPU was available): 4 wavefronts
+// of 64 lanes, Q in registers (the MFMA B operand is 2 VGPRs per k-step),
+// 2 slots; head dim 64: 128 rows x 64 keys (48 KB), 128: 64 x 32 (48 KB),
+// 256: 64 x 16 (64 KB).
 template <int W, int MT, int BN, int ST, bool QR, bool WG>
 struct ExtendShape {
   static constexpr int kWarps = W, kMTiles = MT, kBlockN = BN, kStages = ST;
   static constexpr bool kQInRegs = QR, kWgmma = WG;
   static_assert(!WG || (MT == 1 && W % 4 == 0 && BN % 64 == 0 && BN <= 256), "wgmma shape");
 };
+#if defined(MA_HIP)
+#ifndef MA_EXTEND_D64_W
+#define MA_EXTEND_D64_W 4
+#endif
+#ifndef MA_EXTEND_D64_MT
+#define MA_EXTEND_D64_MT 2
+#endif
+#ifndef MA_EXTEND_D64_ST
+#define MA_EXTEND_D64_ST 2
+#endif
+#ifndef MA_EXTEND_D64_QR
+#define MA_EXTEND_D64_QR 1
+#endif
+#ifndef MA_EXTEND_D128_W
+#define MA_EXTEND_D128_W 4
+#endif
+#ifndef MA_EXTEND_D128_BN
+#define MA_EXTEND_D128_BN 32
+#endif
+#ifndef MA_EXTEND_D128_ST
+#define MA_EXTEND_D128_ST 2
+#endif
+#ifndef MA_EXTEND_D256_W
+#define MA_EXTEND_D256_W 4
+#endif
+#ifndef MA_EXTEND_D256_BN
+#define MA_EXTEND_D256_BN 16
+#endif
+#ifndef MA_EXTEND_D256_QR
+#define MA_EXTEND_D256_QR 1
+#endif
+#endif  // MA_HIP
 #ifndef MA_EXTEND_D64_W
 #define MA_EXTEND_D64_W 4
 #endif
@@ -172,7 +222,23 @@ __device__ __forceinline__ int kv_off(int row, int chunk) {
     return swz<kChunks>(row, chunk);
 }
 
+// Element offset of element `col` of row `row` in a swizzled tile (the MFMA
+// path's 4-element fragment reads never cross a 16-byte chunk).
+template <int kChunks>
+__device__ __forceinline__ int swz_elem(int row, int col) {
+  return swz<kChunks>(row, col / 8) + col % 8;
+}
+
+// The accumulator layout the masks, softmax and epilogue are written against.
+#if defined(MA_HIP)
+using AccLayout = AccLayoutMfma16;
+#else
+using AccLayout = AccLayoutMma16816;
+#endif
+static_assert(AccLayout::kLanes == kWarpSize, "accumulator layout and warp width disagree");
+
 #if MA_EXTEND_HAS_MMA
+#if defined(MA_CUDA)
 // e4m3 -> b16, exact. Places the e4m3 sign/exponent/mantissa into fp16 bits
 // (the exponent field is 4 bits wide there too, mantissa shifted left by 7),
 // then multiplies by 2^8 to move from e4m3's exponent bias (7) to fp16's (15).
@@ -193,6 +259,41 @@ template <> __device__ __forceinline__ uint32_t e4m3x2_to<ma_bf16>(uint32_t two_
   const float2 f = __half22float2(e4m3x2_to_half2(two_bytes));
   __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);  // exact: e4m3 fits in bf16
   return *reinterpret_cast<uint32_t*>(&b);
+}
+#else
+// e4m3 -> b16 on HIP: through fp32 (compat.h), exact, as is the rounding to b16
+// (every e4m3 value is a bf16 and an fp16 value).
+template <typename T> __device__ __forceinline__ uint32_t e4m3x2_to(uint32_t two_bytes) {
+  return MmaType<T>::pack(ma_fp8e4m3_to_float(uint8_t(two_bytes & 0xFFu)),
+                          ma_fp8e4m3_to_float(uint8_t((two_bytes >> 8) & 0xFFu)));
+}
+
+// 8 b16 values of key `key`, head-dim columns 8 * chunk .. 8 * chunk + 7, into
+// the transposed V tile (vt_off): eight 2-byte LDS stores, paid once per CTA,
+// where every wavefront's reads of the tile then take one 8-byte load per MFMA
+// operand.
+template <int BN, typename T>
+__device__ __forceinline__ void put_v_transposed(T* v_tile, int key, int chunk, uint4 v) {
+  uint16_t* dst = reinterpret_cast<uint16_t*>(v_tile);
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    dst[vt_off<BN>(chunk * 8 + e, key)] = uint16_t(w[e / 2] >> (16 * (e % 2)));
+}
+#endif  // MA_CUDA
+
+// Stages one 16-byte chunk (key `key`, head dims 8 * chunk ..) of a b16 V tile:
+// row-major (swizzled or interleaved, per kv_off) through cp.async on NVIDIA,
+// transposed on HIP.
+template <int kChunks, int BN, bool kInterleaved, typename T>
+__device__ __forceinline__ void stage_v_16(T* v_tile, int key, int chunk, const T* src, bool valid) {
+#if defined(MA_HIP)
+  uint4 v = make_uint4(0u, 0u, 0u, 0u);
+  if (valid) v = *reinterpret_cast<const uint4*>(src);
+  put_v_transposed<BN>(v_tile, key, chunk, v);
+#else
+  cp_async_16(v_tile + kv_off<kChunks, kInterleaved>(key, chunk), src, valid);
+#endif
 }
 
 #endif  // MA_EXTEND_HAS_MMA
@@ -215,20 +316,22 @@ struct ExtendArgs {
 };
 
 template <int kHeadDim, typename T, bool kFp8>
-__global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
+__global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
     extend_kernel(const ExtendArgs args) {
 #if MA_EXTEND_HAS_MMA
   using Tr = ExtendTraits<kHeadDim>;
   constexpr int D = kHeadDim;
   constexpr int kWarps = Tr::kWarps;
-  constexpr int kThreads = kWarps * 32;
+  constexpr int kThreads = kWarps * kWarpSize;
   constexpr int BM = block_m<kHeadDim>();
   constexpr int BN = Tr::kBlockN;
   constexpr int kStages = Tr::kStages;
   constexpr int kChunks = D / 8;                  // 16-byte chunks per b16 row
   constexpr int kKSteps = D / 16;                 // k-steps of Q.K^T
-  constexpr int kNTilesS = BN / 8;                // n-tiles of S
-  constexpr int kNTilesO = D / 8;                 // n-tiles of O
+  constexpr int kNTilesS = BN / AccLayout::kNTile;  // accumulator tiles of S (S^T on HIP)
+  constexpr int kNTilesO = D / AccLayout::kNTile;   // accumulator tiles of O (O^T on HIP)
+  constexpr int kRows = AccLayout::kRowsPerLane;    // query rows a lane holds per m-tile
+  constexpr int kCols = AccLayout::kCols;           // consecutive columns per row and tile
   constexpr int kKvTileElems = BN * D;
   constexpr float kLog2e = 1.4426950408889634f;
   // wgmma only where the target has it (sm_90a); the mma.sync loop elsewhere.
@@ -245,9 +348,8 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
   T* smem_wide = reinterpret_cast<T*>(smem_kv + kStages * 2 * kStagedTileBytes);  // fp8 only
 
   const int tid = threadIdx.x;
-  const int warp = tid / 32;
-  const int lane = tid % 32;
-  const int g = lane / 4, t4 = lane % 4;
+  const int warp = tid / kWarpSize;
+  const int lane = tid % kWarpSize;
 
   const int tile_index = blockIdx.x / args.head_groups;
   const int head_group = blockIdx.x % args.head_groups;
@@ -331,8 +433,8 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
         } else {
           cp_async_16(reinterpret_cast<T*>(k_dst) + kv_off<kChunks, kUseWgmma>(r, c),
                       k_cache + k_off + c * 8, valid);
-          cp_async_16(reinterpret_cast<T*>(v_dst) + kv_off<kChunks, kUseWgmma>(r, c),
-                      v_cache + v_off + c * 8, valid);
+          stage_v_16<kChunks, BN, kUseWgmma>(reinterpret_cast<T*>(v_dst), r, c,
+                                             v_cache + v_off + c * 8, valid);
         }
       }
     };
@@ -372,8 +474,8 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
         } else {
           cp_async_16(reinterpret_cast<T*>(k_dst) + kv_off<kChunks, kUseWgmma>(r, c),
                       k_cache + k_off + c * 8, valid);
-          cp_async_16(reinterpret_cast<T*>(v_dst) + kv_off<kChunks, kUseWgmma>(r, c),
-                      v_cache + v_off + c * 8, valid);
+          stage_v_16<kChunks, BN, kUseWgmma>(reinterpret_cast<T*>(v_dst), r, c,
+                                             v_cache + v_off + c * 8, valid);
         }
       }
     };
@@ -395,10 +497,25 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
     __syncthreads();
     constexpr int kMT = Tr::kMTiles;
     const int warp_row0 = warp * 16 * kMT;
-    // A-fragment matrices: (rows 0-7, d 0-7), (rows 8-15, d 0-7), (rows 0-7, d 8-15), (rows 8-15, d 8-15)
-    const int a_row = warp_row0 + (lane % 8) + ((lane / 8) % 2) * 8;
     constexpr bool kQRegs = Tr::kQInRegs && !kUseWgmma;
     constexpr int kQRegSteps = kQRegs ? kKSteps : 1;
+#if defined(MA_HIP)
+    // Q^T is the B operand of S^T = K Q^T: lane l holds query b_col(l) of the
+    // m-tile, head dims b_k(l, 0..3) of the k-step (one 8-byte read).
+    auto load_q_frag = [&](int mt, int kk) {
+      return lds_load_operand(smem_q + swz_elem<kChunks>(warp_row0 + mt * 16 + Mfma16::b_col(lane),
+                                                         kk * 16 + Mfma16::b_k(lane, 0)));
+    };
+    MfmaOperand q_frag[kMT][kQRegSteps];
+    if constexpr (kQRegs) {
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int kk = 0; kk < kKSteps; ++kk) q_frag[mt][kk] = load_q_frag(mt, kk);
+    }
+#else
+    // A-fragment matrices: (rows 0-7, d 0-7), (rows 8-15, d 0-7), (rows 0-7, d 8-15), (rows 8-15, d 8-15)
+    const int a_row = warp_row0 + (lane % 8) + ((lane / 8) % 2) * 8;
     uint32_t q_frag[kMT][kQRegSteps][4];
     if constexpr (kQRegs) {
 #pragma unroll
@@ -407,16 +524,17 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
         for (int kk = 0; kk < kKSteps; ++kk)
           ldmatrix_x4(q_frag[mt][kk], smem_q + swz<kChunks>(a_row + mt * 16, kk * 2 + lane / 16));
     }
+#endif
 
-    // This thread's query rows (g and g + 8 of each of the warp's m-tiles), as
-    // absolute positions; rows past the tile reuse the last query's position
-    // (finite, never stored).
-    int pos[kMT][2];
+    // This thread's query rows (AccLayout::row: g and g + 8 of each of the
+    // warp's m-tiles on NVIDIA, lane % 16 on AMD), as absolute positions; rows
+    // past the tile reuse the last query's position (finite, never stored).
+    int pos[kMT][kRows];
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int r = warp_row0 + mt * 16 + g + i * 8;
+      for (int i = 0; i < kRows; ++i) {
+        const int r = warp_row0 + mt * 16 + AccLayout::row(lane, i);
         pos[mt][i] = prefix + pass_q0 + min(r / pack, nq - 1);
       }
 
@@ -426,13 +544,15 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
 #pragma unroll
       for (int n = 0; n < kNTilesO; ++n)
         o_acc[mt][n][0] = o_acc[mt][n][1] = o_acc[mt][n][2] = o_acc[mt][n][3] = 0.f;
-    float row_max[kMT][2];  // running max, base-2 scaled units
-    float row_sum[kMT][2];  // this thread's partial row sums
+    float row_max[kMT][kRows];  // running max, base-2 scaled units
+    float row_sum[kMT][kRows];  // this thread's partial row sums
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) {
-      row_max[mt][0] = row_max[mt][1] = -INFINITY;
-      row_sum[mt][0] = row_sum[mt][1] = 0.f;
-    }
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
+        row_max[mt][i] = -INFINITY;
+        row_sum[mt][i] = 0.f;
+      }
     // Scores enter the softmax as x * score_mult in base-2 units: the raw q.k
     // times the scale, or (logit cap) already transformed, multiplier 1.
     const float score_mult = cap > 0.f ? 1.f : scale_log2;
@@ -478,6 +598,13 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
           hi.z = e4m3x2_to<T>(raw.w & 0xFFFFu);
           hi.w = e4m3x2_to<T>(raw.w >> 16);
           T* dst = smem_wide + (is_v ? kKvTileElems : 0);
+#if defined(MA_HIP)
+          if (is_v) {  // V is read transposed on AMD (vt_off)
+            put_v_transposed<BN>(dst, r, 2 * c, lo);
+            put_v_transposed<BN>(dst, r, 2 * c + 1, hi);
+            continue;
+          }
+#endif
           *reinterpret_cast<uint4*>(dst + kv_off<kChunks, kUseWgmma>(r, 2 * c)) = lo;
           *reinterpret_cast<uint4*>(dst + kv_off<kChunks, kUseWgmma>(r, 2 * c + 1)) = hi;
         }
@@ -518,6 +645,27 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
       } else
 #endif
       {
+#if defined(MA_HIP)
+        // S^T = K Q^T: the A operand is the K tile (lane l: key a_row(l) of the
+        // n-tile, head dims a_k(l, 0..3) of the k-step), B is Q^T (q_frag).
+        constexpr int kSUnroll = kQRegs ? kKSteps : 2;
+#pragma unroll kSUnroll
+        for (int kk = 0; kk < kKSteps; ++kk) {
+          MfmaOperand q_smem[kMT];
+          if constexpr (!kQRegs) {
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt) q_smem[mt] = load_q_frag(mt, kk);
+          }
+#pragma unroll
+          for (int n = 0; n < kNTilesS; ++n) {
+            const MfmaOperand k_frag = lds_load_operand(
+                k_s + swz_elem<kChunks>(n * 16 + Mfma16::a_row(lane), kk * 16 + Mfma16::a_k(lane, 0)));
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt)
+              mfma_16x16x16<T>(s_acc[mt][n], k_frag, kQRegs ? q_frag[mt][kQRegs ? kk : 0] : q_smem[mt]);
+          }
+        }
+#else
         // With Q in shared memory a full unroll lets the scheduler hoist every
         // fragment load of the loop at once and spill; two steps at a time is enough.
 #pragma unroll(kQRegs ? kKSteps : 2)
@@ -542,6 +690,7 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
             }
           }
         }
+#endif
       }
 
       // ---- masks, online softmax (base 2) ----
@@ -565,22 +714,29 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
           for (int n = 0; n < kNTilesS; ++n)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-              const int j = n0 + n * 8 + 2 * t4 + (e & 1);
-              const int p = pos[mt][e / 2];
+              const int j = n0 + n * AccLayout::kNTile + AccLayout::col(lane, e % kCols);
+              const int p = pos[mt][e / kCols];
               if (j > p || (window >= 0 && j < p - window)) s_acc[mt][n][e] = -INFINITY;
             }
       }
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
-        float alpha[2];
+        float alpha[kRows];
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
+        for (int i = 0; i < kRows; ++i) {
+          // Row i's elements of this lane: s_acc[mt][n][i * kCols + c].
           float mx = -INFINITY;
 #pragma unroll
-          for (int n = 0; n < kNTilesS; ++n)
-            mx = fmaxf(mx, fmaxf(s_acc[mt][n][2 * i], s_acc[mt][n][2 * i + 1]));
-          mx = fmaxf(mx, MA_SHFL_XOR(mx, 1));
-          mx = fmaxf(mx, MA_SHFL_XOR(mx, 2));
+          for (int n = 0; n < kNTilesS; ++n) {
+            float v = s_acc[mt][n][i * kCols];
+#pragma unroll
+            for (int c = 1; c < kCols; ++c) v = fmaxf(v, s_acc[mt][n][i * kCols + c]);
+            mx = fmaxf(mx, v);
+          }
+          // The other lanes of the row (AccLayout: lane bits kRowLaneShift..).
+#pragma unroll
+          for (int step = 1; step < AccLayout::kLanesPerRow; step *= 2)
+            mx = fmaxf(mx, MA_SHFL_XOR(mx, step << AccLayout::kRowLaneShift));
           // score_mult > 0, so the max of the scaled scores is the scaled max.
           const float m = fmaxf(row_max[mt][i], mx * score_mult);
           // A row with no visible key so far keeps m = -inf; subtract 0 then so
@@ -591,21 +747,44 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
           float sum = 0.f;
 #pragma unroll
           for (int n = 0; n < kNTilesS; ++n) {
-            s_acc[mt][n][2 * i] = fast_exp2(fmaf(s_acc[mt][n][2 * i], score_mult, -m_base));
-            s_acc[mt][n][2 * i + 1] = fast_exp2(fmaf(s_acc[mt][n][2 * i + 1], score_mult, -m_base));
-            sum += s_acc[mt][n][2 * i] + s_acc[mt][n][2 * i + 1];
+#pragma unroll
+            for (int c = 0; c < kCols; ++c)
+              s_acc[mt][n][i * kCols + c] =
+                  fast_exp2(fmaf(s_acc[mt][n][i * kCols + c], score_mult, -m_base));
+            float part = s_acc[mt][n][i * kCols];
+#pragma unroll
+            for (int c = 1; c < kCols; ++c) part += s_acc[mt][n][i * kCols + c];
+            sum += part;
           }
           row_sum[mt][i] = row_sum[mt][i] * alpha[i] + sum;
         }
 #pragma unroll
-        for (int n = 0; n < kNTilesO; ++n) {
-          o_acc[mt][n][0] *= alpha[0];
-          o_acc[mt][n][1] *= alpha[0];
-          o_acc[mt][n][2] *= alpha[1];
-          o_acc[mt][n][3] *= alpha[1];
-        }
+        for (int n = 0; n < kNTilesO; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o_acc[mt][n][e] *= alpha[e / kCols];
       }
 
+#if defined(MA_HIP)
+      // ---- O^T += V^T P^T: the S^T accumulators of key-step kk are, element
+      // for element, the B operand P^T (AccLayoutMfma16); A is the transposed V
+      // tile (lane l: head-dim column a_row(l) of the n-tile, keys a_k(l, 0..3)).
+      MfmaOperand p_frag[kMT][BN / 16];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk)
+          p_frag[mt][kk] = MfmaOperand{{MmaType<T>::pack(s_acc[mt][kk][0], s_acc[mt][kk][1]),
+                                        MmaType<T>::pack(s_acc[mt][kk][2], s_acc[mt][kk][3])}};
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+        for (int dn = 0; dn < kNTilesO; ++dn) {
+          const MfmaOperand v_frag = lds_load_operand(
+              v_s + vt_off<BN>(dn * 16 + Mfma16::a_row(lane), kk * 16 + Mfma16::a_k(lane, 0)));
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) mfma_16x16x16<T>(o_acc[mt][dn], v_frag, p_frag[mt][kk]);
+        }
+#else
       // ---- O += P V (P from the S accumulators, re-packed as A fragments) ----
       // Packed to 16 bits right away: half the registers of the fp32 scores.
       uint32_t p_frag[kMT][BN / 16][4];
@@ -653,6 +832,7 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
           }
         }
       }
+#endif  // MA_HIP
     }
 
     // ---- epilogue: sink, normalise, store out (and lse) ----
@@ -660,11 +840,12 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
+      for (int i = 0; i < kRows; ++i) {
         float l = row_sum[mt][i];
-        l += MA_SHFL_XOR(l, 1);
-        l += MA_SHFL_XOR(l, 2);
-        const int r = warp_row0 + mt * 16 + g + i * 8;
+#pragma unroll
+        for (int step = 1; step < AccLayout::kLanesPerRow; step *= 2)
+          l += MA_SHFL_XOR(l, step << AccLayout::kRowLaneShift);
+        const int r = warp_row0 + mt * 16 + AccLayout::row(lane, i);
         const bool valid = r < rows_valid;
         const int h = q_head0 + (valid ? r % pack : 0);
         float m = row_max[mt][i];  // finite: every query sees at least its own key
@@ -681,11 +862,16 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * 32, 1)
         if (valid) {
           const int token = token0 + pass_q0 + r / pack;
           T* dst = out_ptr + int64_t(token) * a.out_stride_token + int64_t(h) * a.out_stride_head;
+          // This lane's kCols consecutive columns of the row, in pairs (4-byte stores).
 #pragma unroll
           for (int n = 0; n < kNTilesO; ++n)
-            MmaType<T>::store2(dst + n * 8 + 2 * t4, o_acc[mt][n][2 * i] * inv_l,
-                               o_acc[mt][n][2 * i + 1] * inv_l);
-          if (a.maybe_lse != nullptr && t4 == 0)
+#pragma unroll
+            for (int c = 0; c < kCols; c += 2)
+              MmaType<T>::store2(dst + n * AccLayout::kNTile + AccLayout::col(lane, c),
+                                 o_acc[mt][n][i * kCols + c] * inv_l,
+                                 o_acc[mt][n][i * kCols + c + 1] * inv_l);
+          // One lane per row writes the LSE.
+          if (a.maybe_lse != nullptr && AccLayout::col(lane, 0) == 0)
             a.maybe_lse[int64_t(token) * a.lse_stride_token + h] =
                 (m + __log2f(l)) * 0.6931471805599453f;
         }
@@ -705,8 +891,11 @@ template <int kHeadDim, typename T, bool kFp8>
 const char* launch_extend_impl(const ExtendParams& p, gpuStream_t stream) {
   const AttentionCommon& a = p.attn;
   constexpr int BM = block_m<kHeadDim>();
-  constexpr int kThreads = ExtendTraits<kHeadDim>::kWarps * 32;
+  constexpr int kThreads = ExtendTraits<kHeadDim>::kWarps * kWarpSize;
   constexpr int kSmem = extend_smem_bytes<kHeadDim, kFp8>();
+#if defined(MA_HIP)
+  static_assert(kSmem <= 65536, "CDNA workgroups have 64 KB of LDS: shrink the HIP tile shape");
+#endif
   const int group = a.num_qo_heads / a.num_kv_heads;
   ExtendArgs args;
   args.a = a;

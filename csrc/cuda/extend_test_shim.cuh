@@ -50,7 +50,7 @@ int ma_ext_tile_tokens(int head_dim, int group_size) {
 // ints: q_stride_token, q_stride_head, k_stride_page, k_stride_slot, k_stride_head,
 //       v_stride_page, v_stride_slot, v_stride_head, out_stride_token, out_stride_head,
 //       lse_stride_token, num_qo_heads, num_kv_heads, head_dim, page_size, window_left,
-//       q_dtype, kv_dtype (mixed_attn::DType values)
+//       q_dtype, kv_dtype (mixed_attn::DType values), num_pages
 // floats: sm_scale, logit_cap, k_scale, v_scale
 // Returns null on success, else the launcher's error string.
 const char* ma_ext_run(const int64_t* info, const int32_t* meta_device, void* const* ptrs,
@@ -82,6 +82,7 @@ const char* ma_ext_run(const int64_t* info, const int32_t* meta_device, void* co
   a.window_left = int32_t(ints[15]);
   a.q_dtype = static_cast<mixed_attn::DType>(ints[16]);
   a.kv_dtype = static_cast<mixed_attn::DType>(ints[17]);
+  a.num_pages = ints[18];
   a.sm_scale = floats[0];
   a.logit_cap = floats[1];
   a.k_scale = floats[2];

@@ -1,5 +1,6 @@
 #include "op_args.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace mixed_attn {
@@ -174,6 +175,7 @@ ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q) {
   c.v_stride_page = a.v_cache.stride(0);
   c.v_stride_slot = a.v_cache.stride(1);
   c.v_stride_head = a.v_cache.stride(2);
+  c.num_pages = std::min(a.k_cache.size(0), a.v_cache.size(0));
   c.kv_indices = a.kv_indices.data_ptr<int32_t>();
   c.out = a.out.data_ptr();
   c.out_stride_token = a.out.stride(0);

@@ -49,6 +49,7 @@ struct AttentionCommon {
   const void* v_cache;       // [num_pages, page_size, Hkv, D]
   int64_t k_stride_page, k_stride_slot, k_stride_head;
   int64_t v_stride_page, v_stride_slot, v_stride_head;
+  int64_t num_pages;         // pages in each cache (bounds of the sm_90a kernel's TMA maps); 0: unknown
   const int32_t* kv_indices; // [kv_indptr[B]] page ids
   void* out;                 // [T, Hq, D]
   int64_t out_stride_token;
