@@ -12,7 +12,9 @@ Prints TFLOP/s and the fraction of the matmul rate per case and kernel:
          (csrc/cuda/extend_sm90.cuh) on an H100/H200 build with 90a, else mma.sync;
   s1, s2 the sm_90a kernel with MIXED_ATTN_EXTEND_KV_SPLITS=1 / 2 (auto: the split policy);
   mma    MIXED_ATTN_EXTEND_KERNEL=mma: the portable mma.sync kernel (extend_kernel.cuh);
-  triton the Triton oracle's extend (python/mixed_attn/triton_ref.py) on the same plan,
+  triton the Triton oracle's extend (python/mixed_attn/triton_ref.py) on a plan with the
+         mma.sync kernel's 128-row tiles (it covers a tile with blocks of at most 128 rows:
+         the sm_90a kernel's 192-row tiles would give it a half-empty second block),
          with its time as a ratio to the first kernel's ("triton / auto").
 
 The kernel is reached through the test shim (see tests/test_cuda_extend.py):
@@ -87,7 +89,7 @@ def run_case(lib, name, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfl
     # rows on the sm_90a kernel at head dims 64/128, 128 on the mma.sync one).
     os.environ.pop("MIXED_ATTN_EXTEND_KERNEL", None)
     os.environ.pop("MIXED_ATTN_EXTEND_KV_SPLITS", None)
-    if kernel == "mma":
+    if kernel in ("mma", "triton"):  # triton: on the 128-row tiles it is tuned for
         os.environ["MIXED_ATTN_EXTEND_KERNEL"] = "mma"
     elif kernel in ("s1", "s2"):
         os.environ["MIXED_ATTN_EXTEND_KV_SPLITS"] = kernel[1]

@@ -108,8 +108,11 @@ namespace mixed_attn::gpu::extend_detail {
 #ifndef MA_SM90_TMA
 #define MA_SM90_TMA 1
 #endif
+// Per-key boxes measured slower than cp.async into the no-swizzle layout on the
+// H200 (2026-11-30, 4096 new over 4096, page 1: d128 1.588 vs 1.053 ms, d64 1.029
+// vs 0.622): 128-byte copies are too small for TMA. Off by default.
 #ifndef MA_SM90_TMA_KEYWISE
-#define MA_SM90_TMA_KEYWISE 1
+#define MA_SM90_TMA_KEYWISE 0
 #endif
 // 1: issue S(t) with PV(t-1) and exponentiate while PV runs; 0: one GEMM at a time.
 #ifndef MA_SM90_OVERLAP
@@ -839,15 +842,17 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
 // Few long tiles leave SMs idle in the last wave (case D at 192 rows: 176 CTAs on 132 SMs run
 // as two waves, 67% busy); splitting each tile's K/V range over S CTAs of a cluster turns that
 // into S times as many CTAs of 1/S the work. Cost model in units of one unsplit CTA:
-// ceil(blocks * S / SMs) / S, plus 5% per split launch for the merge; launches of three waves
-// or more keep S = 1 (their costliest-first order already fills the last wave).
+// ceil(blocks * S / SMs) / S; ties go to the split (measured, H200 2026-11-30: 128 CTAs of
+// case D at d256 on 132 SMs, 0.782 ms unsplit, 0.744 split in two); launches of three waves
+// or more keep S = 1 (their costliest-first order already fills the last wave; case B at
+// d128, 688 CTAs: 0.905 ms unsplit, 0.945 split).
 inline int sm90_kv_splits(int64_t blocks, int num_sms, int max_splits) {
   if (num_sms < 1 || blocks >= 3 * int64_t(num_sms)) return 1;
   int best = 1;
   double best_cost = double((blocks + num_sms - 1) / num_sms);
   for (int s = 2; s <= max_splits; ++s) {
-    const double cost = double((blocks * s + num_sms - 1) / num_sms) / s * 1.05;
-    if (cost < best_cost) best = s, best_cost = cost;
+    const double cost = double((blocks * s + num_sms - 1) / num_sms) / s;
+    if (cost <= best_cost) best = s, best_cost = cost;
   }
   return best;
 }
