@@ -306,6 +306,26 @@ __host__ __device__ inline int pack_factor(int group, int rows) {
   return p;
 }
 
+// End of a query row, shared by both extend kernels: the sink joins the
+// denominator (rebased on max(m, sink) so neither term overflows), then the
+// factor O is multiplied by and the natural-log LSE. l, m: the row's sum and
+// max in base-2 units (m finite: every query sees at least its own key).
+struct RowFinish {
+  float inv_l;
+  float lse;
+};
+__device__ __forceinline__ RowFinish finish_row(float l, float m, const float* sinks, int head, float out_scale) {
+  float o_mul = 1.f;
+  if (sinks != nullptr) {
+    const float sink2 = sinks[head] * 1.4426950408889634f;
+    const float m_new = fmaxf(m, sink2);
+    o_mul = fast_exp2(m - m_new);
+    l = l * o_mul + fast_exp2(sink2 - m_new);
+    m = m_new;
+  }
+  return RowFinish{o_mul * out_scale / l, (m + __log2f(l)) * 0.6931471805599453f};
+}
+
 struct ExtendArgs {
   AttentionCommon a;
   int pack;             // q heads per CTA (rows = query * pack + head)
@@ -848,17 +868,7 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
         const int r = warp_row0 + mt * 16 + AccLayout::row(lane, i);
         const bool valid = r < rows_valid;
         const int h = q_head0 + (valid ? r % pack : 0);
-        float m = row_max[mt][i];  // finite: every query sees at least its own key
-        float o_mul = 1.f;
-        if (sinks != nullptr) {
-          // Denominator gains exp(sink); rebase on max(m, sink) so neither term overflows.
-          const float sink2 = sinks[h] * kLog2e;
-          const float m_new = fmaxf(m, sink2);
-          o_mul = fast_exp2(m - m_new);
-          l = l * o_mul + fast_exp2(sink2 - m_new);
-          m = m_new;
-        }
-        const float inv_l = o_mul * args.out_scale / l;
+        const RowFinish fin = finish_row(l, row_max[mt][i], sinks, h, args.out_scale);
         if (valid) {
           const int token = token0 + pass_q0 + r / pack;
           T* dst = out_ptr + int64_t(token) * a.out_stride_token + int64_t(h) * a.out_stride_head;
@@ -868,12 +878,11 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
 #pragma unroll
             for (int c = 0; c < kCols; c += 2)
               MmaType<T>::store2(dst + n * AccLayout::kNTile + AccLayout::col(lane, c),
-                                 o_acc[mt][n][i * kCols + c] * inv_l,
-                                 o_acc[mt][n][i * kCols + c + 1] * inv_l);
+                                 o_acc[mt][n][i * kCols + c] * fin.inv_l,
+                                 o_acc[mt][n][i * kCols + c + 1] * fin.inv_l);
           // One lane per row writes the LSE.
           if (a.maybe_lse != nullptr && AccLayout::col(lane, 0) == 0)
-            a.maybe_lse[int64_t(token) * a.lse_stride_token + h] =
-                (m + __log2f(l)) * 0.6931471805599453f;
+            a.maybe_lse[int64_t(token) * a.lse_stride_token + h] = fin.lse;
         }
       }
     }

@@ -813,25 +813,14 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
       const int r = warp_row0 + g + i * 8;
       const bool valid = r < rows_valid;
       const int h = q_head0 + (valid ? r % pack : 0);
-      float m = row_max[i];  // finite: every query sees at least its own key
-      float o_mul = 1.f;
-      if (sinks != nullptr) {
-        // Denominator gains exp(sink); rebase on max(m, sink) so neither term overflows.
-        const float sink2 = sinks[h] * kLog2e;
-        const float m_new = fmaxf(m, sink2);
-        o_mul = fast_exp2(m - m_new);
-        l = l * o_mul + fast_exp2(sink2 - m_new);
-        m = m_new;
-      }
-      const float inv_l = o_mul * args.out_scale / l;
+      const RowFinish fin = finish_row(l, row_max[i], sinks, h, args.out_scale);
       if (valid) {
         const int token = token0 + pass_q0 + r / pack;
         T* dst = out_ptr + int64_t(token) * a.out_stride_token + int64_t(h) * a.out_stride_head;
 #pragma unroll
         for (int n = 0; n < kNTilesO; ++n)
-          MmaType<T>::store2(dst + n * 8 + 2 * t4, o_acc[n][2 * i] * inv_l, o_acc[n][2 * i + 1] * inv_l);
-        if (a.maybe_lse != nullptr && t4 == 0)
-          a.maybe_lse[int64_t(token) * a.lse_stride_token + h] = (m + __log2f(l)) * 0.6931471805599453f;
+          MmaType<T>::store2(dst + n * 8 + 2 * t4, o_acc[n][2 * i] * fin.inv_l, o_acc[n][2 * i + 1] * fin.inv_l);
+        if (a.maybe_lse != nullptr && t4 == 0) a.maybe_lse[int64_t(token) * a.lse_stride_token + h] = fin.lse;
       }
     }
   }
