@@ -10,7 +10,7 @@ What it times, per case (one attention call = one layer of one step, KV save not
   ma_fold[g]    the same from a CUDA graph
   ma_ext        mixed_attn over the extend rows alone (the extend half of split)
   ma_dec        mixed_attn over the decode rows alone (the decode half of split)
-  tri_split     the Triton oracle (python/mixed_attn/triton_ref.py), split plan
+  tri_split     the Triton oracle (python/mixed_attn/triton_ref.py), split plan (128-row tiles)
   tri_fold      the Triton oracle, fold plan
   torch_sdpa    what a user writes by hand: per row, gather the row's pages and call
                 torch.nn.functional.scaled_dot_product_attention (GQA and a lower-right causal
@@ -157,7 +157,17 @@ def build_ma(ctx, step, mode, part=None):
 def build_triton(ctx, step, mode):
     if ctx.triton_forward is None:
         raise C.NotAvailable(ctx.triton_reason)
-    w = _wrapper(ctx, step, mode)
+    # The Triton oracle covers a tile with blocks of at most 128 rows: plan it with the mma.sync
+    # kernel's 128-row tiles (the sm_90a kernel's 192-row tiles would leave it a half-empty block).
+    saved = os.environ.get("MIXED_ATTN_EXTEND_KERNEL")
+    os.environ["MIXED_ATTN_EXTEND_KERNEL"] = "mma"
+    try:
+        w = _wrapper(ctx, step, mode)
+    finally:
+        if saved is None:
+            os.environ.pop("MIXED_ATTN_EXTEND_KERNEL", None)
+        else:
+            os.environ["MIXED_ATTN_EXTEND_KERNEL"] = saved
     out = torch.full_like(step.q, float("nan"))
     tf = ctx.triton_forward
 
