@@ -47,7 +47,8 @@
 // copies from L2 (diagnostic builds, MA_SM90_PROBE: without the copies 83-93%
 // of the matmul rate, without the math the copies alone take 98% of the time).
 // Three warpgroups copy a third fewer bytes per FLOP: B 58.5%; the KV split
-// fills the idle last wave of D: 57.1%; TMA copies: B 70.1%, D 68.7% (without
+// fills the idle last wave of D: 57.1%; TMA copies: B 67%, D 66% (70% / 69% in
+// the sweep that chose them; without
 // any copies the same kernel reaches 84% / 81%: the rest is the copies' cost).
 #pragma once
 #include <cstdint>
