@@ -8,9 +8,13 @@
 # CI runs and which take a minute of device time); BENCH_ARGS is passed to bench_mixed.py;
 # SWEEP_VARIANTS names the extend_sweep variants (default s0,w3; see benchmarks/sweep_extend.py).
 # The full suite takes about 3.5 minutes on the H200 (TEST_TIMEOUT, default 400 s).
-# MIXED_ATTN_COMMIT names the commit in the benchmark tables (.git does not travel).
+# MIXED_ATTN_COMMIT names the commit in the benchmark tables (.git does not travel); unset, it is
+# read from .device_commit (run scripts/device_commit.sh here first and carry that file along).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+if [ -z "${MIXED_ATTN_COMMIT:-}" ] && [ -f .device_commit ]; then
+  export MIXED_ATTN_COMMIT="$(cat .device_commit)"
+fi
 OUT=${OUT:-/tmp/mixed_attn_out}
 mkdir -p "$OUT"
 STEPS=${1:-build,diag,tests,sanitize,bench,replay}
