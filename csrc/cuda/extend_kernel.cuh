@@ -164,16 +164,6 @@ struct ExtendShape {
 #ifndef MA_EXTEND_D256_QR
 #define MA_EXTEND_D256_QR 0
 #endif
-// MA_EXTEND_PREFETCH_PAGES=1: each thread reads the page ids of the rows it
-// loads one K/V tile ahead (plain loads whose latency then hides behind a
-// tile of math) instead of right before issuing the tile's cp.async, where
-// every warp waits on those dependent global loads after each barrier.
-// On by default: measured on the H200 (2026-11-30, sweep variant p0 against v0), it
-// cut B d128 from 1.873 to 1.604 ms, D d128 1.289 -> 1.086, B d64 0.965 -> 0.833,
-// B d256 2.161 -> 1.930 ms; tests passed.
-#ifndef MA_EXTEND_PREFETCH_PAGES
-#define MA_EXTEND_PREFETCH_PAGES 1
-#endif
 
 template <int kHeadDim> struct ExtendTraits;
 #define MA_EXTEND_SHAPE(d) \
@@ -423,45 +413,15 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
     }
     cp_async_commit();
 
-    // ---- K/V tile loader: keys [n0, n0 + BN) into slot ----
-    auto load_kv = [&](int tile, int slot) {
-      const int n0 = first_tile_key + tile * BN;
-      unsigned char* k_dst = smem_kv + slot * 2 * kStagedTileBytes;
-      unsigned char* v_dst = k_dst + kStagedTileBytes;
-      constexpr int kChunksRow = kFp8 ? D / 16 : D / 8;  // 16-byte chunks per cache row
-      constexpr int kRowsPerPass = kThreads / kChunksRow;
-      static_assert(kThreads % kChunksRow == 0, "loader layout");
-      const int c = tid % kChunksRow;
-      static_assert(BN % kRowsPerPass == 0, "loader layout");
-      // Not unrolled: unrolled, the compiler computes every row's page address
-      // up front and the registers are needed for the accumulators.
-#pragma unroll 1
-      for (int i = 0; i < BN / kRowsPerPass; ++i) {
-        const int r = tid / kChunksRow + i * kRowsPerPass;
-        const int j = n0 + r;
-        const bool valid = j >= kv_lo && j < kv_hi;
-        int64_t k_off = 0, v_off = 0;
-        if (valid) {
-          const int page = a.kv_indices[page_base + j / page_size];
-          const int slot_in_page = j % page_size;
-          k_off = int64_t(page) * a.k_stride_page + int64_t(slot_in_page) * a.k_stride_slot;
-          v_off = int64_t(page) * a.v_stride_page + int64_t(slot_in_page) * a.v_stride_slot;
-        }
-        if constexpr (kFp8) {
-          cp_async_16(k_dst + r * D + c * 16, k_cache + k_off + c * 16, valid);
-          cp_async_16(v_dst + r * D + c * 16, v_cache + v_off + c * 16, valid);
-        } else {
-          cp_async_16(reinterpret_cast<T*>(k_dst) + kv_off<kChunks, kUseWgmma>(r, c),
-                      k_cache + k_off + c * 8, valid);
-          stage_v_16<kChunks, BN, kUseWgmma>(reinterpret_cast<T*>(v_dst), r, c,
-                                             v_cache + v_off + c * 8, valid);
-        }
-      }
-    };
-
-    // ---- the same, with page ids read one tile ahead (MA_EXTEND_PREFETCH_PAGES) ----
+    // ---- K/V tile loader. Each thread reads the page ids of the rows it loads one
+    // K/V tile ahead (plain loads whose latency hides behind a tile of math) instead
+    // of right before issuing the tile's cp.async, where every warp would wait on
+    // those dependent loads after each barrier. Measured on the H200 (2026-11-30,
+    // sweep variant p0 against v0): B d128 1.873 -> 1.604 ms, D d128 1.289 -> 1.086,
+    // B d64 0.965 -> 0.833, B d256 2.161 -> 1.930. ----
     constexpr int kChunksRowP = kFp8 ? D / 16 : D / 8;
     constexpr int kRowsPerThread = BN / (kThreads / kChunksRowP);
+    static_assert(kThreads % kChunksRowP == 0 && BN % (kThreads / kChunksRowP) == 0, "loader layout");
     int next_page[kRowsPerThread];  // -1: key outside [kv_lo, kv_hi) (zero-filled)
     int next_slot[kRowsPerThread];
     auto fetch_pages = [&](int tile) {
@@ -502,15 +462,11 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
 
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-      if constexpr (MA_EXTEND_PREFETCH_PAGES != 0) {
-        fetch_pages(s);
-        if (s < num_kv_tiles) load_kv_fetched(s);
-      } else {
-        if (s < num_kv_tiles) load_kv(s, s);
-      }
+      fetch_pages(s);
+      if (s < num_kv_tiles) load_kv_fetched(s);
       cp_async_commit();
     }
-    if constexpr (MA_EXTEND_PREFETCH_PAGES != 0) fetch_pages(kStages - 1);
+    fetch_pages(kStages - 1);
 
     // ---- Q fragments (this warp's rows, all of D) ----
     cp_async_wait<kStages - 1>();
@@ -586,13 +542,9 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
       __syncthreads();
       {
         const int next = tile + kStages - 1;
-        if constexpr (MA_EXTEND_PREFETCH_PAGES != 0) {
-          // Page ids of `next` were read an iteration ago; read those of the tile after.
-          if (next < num_kv_tiles) load_kv_fetched(next % kStages);
-          fetch_pages(next + 1);
-        } else {
-          if (next < num_kv_tiles) load_kv(next, next % kStages);
-        }
+        // Page ids of `next` were read an iteration ago; read those of the tile after.
+        if (next < num_kv_tiles) load_kv_fetched(next % kStages);
+        fetch_pages(next + 1);
         cp_async_commit();
       }
       const int slot = tile % kStages;

@@ -516,20 +516,20 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
             }
           }
         };
-        mbar_wait(&k_empty[slot], parity);
-        if (tma_tile) {
-          copy_tma(&maps.k, k_dst, &k_full[slot]);
-        } else {
-          copy_rows(k_cache, k_dst, false);
-          mbar_arrive_on_cp_async(&k_full[slot]);
-        }
-        mbar_wait(&v_empty[slot], parity);
-        if (tma_tile) {
-          copy_tma(&maps.v, v_dst, &v_full[slot]);
-        } else {
-          copy_rows(v_cache, v_dst, true);
-          mbar_arrive_on_cp_async(&v_full[slot]);
-        }
+        // One K or V tile into its slot once the consumers have released it.
+        auto copy_tile = [&](bool is_v) {
+          mbar_wait(is_v ? &v_empty[slot] : &k_empty[slot], parity);
+          uint64_t* full = is_v ? &v_full[slot] : &k_full[slot];
+          T* dst = is_v ? v_dst : k_dst;
+          if (tma_tile) {
+            copy_tma(is_v ? &maps.v : &maps.k, dst, full);
+          } else {
+            copy_rows(is_v ? v_cache : k_cache, dst, is_v);
+            mbar_arrive_on_cp_async(full);
+          }
+        };
+        copy_tile(false);
+        copy_tile(true);
       }
     }
     cp_async_wait<0>();
