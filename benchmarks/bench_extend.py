@@ -28,9 +28,8 @@ import sys
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.join(ROOT, "python"))
-from test_cuda_extend import OpExtend  # noqa: E402
+from mixed_attn.testing import OpExtend  # noqa: E402
 
 # name: (new tokens, prefix, Hq, Hkv, D)
 CASES = {
@@ -85,15 +84,14 @@ def run_case(lib, name, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfl
     kv_indices = torch.randperm(num_pages, device="cuda", generator=gen)[:pages].to(torch.int32)
     q = torch.randn(ext, hq, d, device="cuda", generator=gen).to(q_dtype)
     out = torch.empty_like(q)
-    # The kernel choice first: the plan's tile size follows the kernel that will run (192 query
-    # rows on the sm_90a kernel at head dims 64/128, 128 on the mma.sync one).
-    os.environ.pop("MIXED_ATTN_EXTEND_KERNEL", None)
-    os.environ.pop("MIXED_ATTN_EXTEND_KV_SPLITS", None)
+    # The kernel choice goes into the plan: its tile size follows the kernel that will run (192
+    # query rows on the sm_90a kernel at head dims 64/128, 128 on the mma.sync one).
+    request = {}
     if kernel in ("mma", "triton"):  # triton: on the 128-row tiles it is tuned for
-        os.environ["MIXED_ATTN_EXTEND_KERNEL"] = "mma"
+        request = {"extend_kernel": 1}
     elif kernel in ("s1", "s2"):
-        os.environ["MIXED_ATTN_EXTEND_KV_SPLITS"] = kernel[1]
-    info, meta = lib.plan([0, ext], [0, pages], [seq], page_size, hq, hkv, d)
+        request = {"extend_kv_splits": int(kernel[1])}
+    info, meta = lib.plan([0, ext], [0, pages], [seq], page_size, hq, hkv, d, **request)
     if kernel == "triton":
         from mixed_attn.triton_ref import triton_extend
 
@@ -116,8 +114,8 @@ def main():
     ap.add_argument("--kernels", default="auto,mma,triton", help="comma list of auto, s1, s2, mma, triton")
     args = ap.parse_args()
     kernels = args.kernels.split(",")
-    if os.environ.get("MA_EXTEND_LIB"):  # a variant library built by extend_shim.build_library
-        sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    if os.environ.get("MA_EXTEND_LIB"):  # a variant library built by tools/extend_shim.py
+        sys.path.insert(0, os.path.join(ROOT, "tools"))
         from extend_shim import ExtendLib
 
         lib = ExtendLib(os.environ["MA_EXTEND_LIB"])
@@ -140,8 +138,6 @@ def main():
                 label = name + ("-fp8" if fp8 else "")
                 rows.append((label, kernel, ext, prefix, f"{hq}/{hkv}/{d}", ms, tf, tf / mm, ms / first_ms))
                 print(f"{label:10s} {kernel:6s} {ms:8.3f} ms {tf:7.1f} TFLOP/s {tf / mm:6.1%} of mm", flush=True)
-    os.environ.pop("MIXED_ATTN_EXTEND_KERNEL", None)
-    os.environ.pop("MIXED_ATTN_EXTEND_KV_SPLITS", None)
     print(f"{'case':10s} {'kernel':6s} {'new':>6s} {'prefix':>7s} {'Hq/Hkv/D':>10s} {'ms':>8s} {'TFLOP/s':>8s} "
           f"{'of mm':>6s} {'/' + kernels[0]:>7s}")
     for label, kernel, ext, prefix, shape, ms, tf, frac, ratio in rows:

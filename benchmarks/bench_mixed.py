@@ -124,14 +124,14 @@ def _part(step, part):
     return st, ((0, t_ext) if part == "extend" else (t_ext, step.q.shape[0]))
 
 
-def _wrapper(ctx, st, mode):
+def _wrapper(ctx, st, mode, **policy):
     ma = ctx.ma
     if ma is None:
         raise C.NotAvailable(ctx.ma_reason)
     w = ma.MixedAttention(st.q.shape[1], st.k_cache.shape[2], st.q.shape[2], st.page_size,
                           device=st.device, q_dtype=st.q.dtype, kv_dtype=st.k_cache.dtype,
                           max_batch=max(256, len(st.rows)), max_tokens=max(16384, st.q.shape[0]),
-                          mode=mode)
+                          mode=mode, **policy)
     if w.mode != mode:
         raise C.NotAvailable("MIXED_ATTN_SPLIT_DISPATCH=0 forces fold")
     w.plan(st.qo_indptr, st.kv_indptr, st.seq_lens)
@@ -159,15 +159,7 @@ def build_triton(ctx, step, mode):
         raise C.NotAvailable(ctx.triton_reason)
     # The Triton oracle covers a tile with blocks of at most 128 rows: plan it with the mma.sync
     # kernel's 128-row tiles (the sm_90a kernel's 192-row tiles would leave it a half-empty block).
-    saved = os.environ.get("MIXED_ATTN_EXTEND_KERNEL")
-    os.environ["MIXED_ATTN_EXTEND_KERNEL"] = "mma"
-    try:
-        w = _wrapper(ctx, step, mode)
-    finally:
-        if saved is None:
-            os.environ.pop("MIXED_ATTN_EXTEND_KERNEL", None)
-        else:
-            os.environ["MIXED_ATTN_EXTEND_KERNEL"] = saved
+    w = _wrapper(ctx, step, mode, extend_backend="mma")
     out = torch.full_like(step.q, float("nan"))
     tf = ctx.triton_forward
 
@@ -524,8 +516,7 @@ def plan_timing(ctx, sizes, reps):
             if mode == "split":
                 try:  # the bare op: host planning without the wrapper's Python and the H2D copy
                     meta = torch.empty(w.plan_meta.numel(), dtype=torch.int32)
-                    args = (qo_t, kv_t, seq_t, meta, P, Hq, Hkv, D, -1, 0, w.num_sms, False,
-                            2048, w.max_splits_per_row, w.extend_tile_tokens)
+                    args = (qo_t, kv_t, seq_t, meta, w._config)
                     rec["op_split_us"] = C.host_time_us(
                         lambda: torch.ops.mixed_attn.plan(*args), reps=reps,
                         warmup=max(5, reps // 10))

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # One device call on the GPU machine: build in place, run the GPU tests, a compute-sanitizer
 # subset and the benchmarks, writing every log under $OUT. Usage:
-#   bash scripts/gpu_check.sh [STEPS]      STEPS: comma list of build,diag,tests,sanitize,bench,
-#                                          decode_bench,extend_bench,extend_sweep,replay
-#                                          (default: build,diag,tests,sanitize,bench,replay)
+#   bash scripts/gpu_check.sh [STEPS]      STEPS: comma list of build,tests,sanitize,racecheck,
+#                                          bench,decode_bench,extend_bench,extend_sweep,replay
+#                                          (default: build,tests,sanitize,bench,replay)
 # PYTEST_ARGS narrows the tests (e.g. "-k decode"; default: all but the source-compile tests, which
 # CI runs and which take a minute of device time); BENCH_ARGS is passed to bench_mixed.py;
-# SWEEP_VARIANTS names the extend_sweep variants (default s0,w3; see benchmarks/sweep_extend.py).
+# SWEEP_VARIANTS names the extend_sweep variants (default s0,w3; see tools/sweep_extend.py).
 # The full suite takes about 3.5 minutes on the H200 (TEST_TIMEOUT, default 400 s).
 # MIXED_ATTN_COMMIT names the commit in the benchmark tables (.git does not travel); unset, it is
 # read from .device_commit (run scripts/device_commit.sh here first and carry that file along).
@@ -17,7 +17,7 @@ if [ -z "${MIXED_ATTN_COMMIT:-}" ] && [ -f .device_commit ]; then
 fi
 OUT=${OUT:-/tmp/mixed_attn_out}
 mkdir -p "$OUT"
-STEPS=${1:-build,diag,tests,sanitize,bench,replay}
+STEPS=${1:-build,tests,sanitize,bench,replay}
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/python" TORCH_CUDA_ARCH_LIST="9.0a"
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
 status=0
@@ -35,13 +35,15 @@ if has tests; then
     > "$OUT/tests.log" 2>&1 || status=1
   tail -15 "$OUT/tests.log"
 fi
-if has diag; then
-  python3 scripts/diag_throw.py 2>&1 | tee "$OUT/diag.log"
-fi
 if has sanitize; then
   timeout ${SANITIZE_TIMEOUT:-180} compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -x \
     -p no:cacheprovider tests -k "sanitize" > "$OUT/sanitize.log" 2>&1 || status=1
   grep -E "ERROR SUMMARY|passed|failed" "$OUT/sanitize.log" | tail -5
+fi
+if has racecheck; then
+  timeout ${SANITIZE_TIMEOUT:-180} compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m pytest -q -x \
+    -p no:cacheprovider tests -k "sanitize" > "$OUT/racecheck.log" 2>&1 || status=1
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" "$OUT/racecheck.log" | tail -5
 fi
 if has bench && [ -f benchmarks/bench_mixed.py ]; then
   timeout ${BENCH_TIMEOUT:-300} python3 benchmarks/bench_mixed.py ${BENCH_ARGS:-} \
@@ -60,7 +62,7 @@ done
 if has extend_sweep; then
   # Needs the extension built (the test module imports mixed_attn).
   mkdir -p "$OUT/sweep"
-  timeout ${SWEEP_TIMEOUT:-300} python3 benchmarks/sweep_extend.py "$OUT/sweep" ${SWEEP_VARIANTS:-s0,w3} \
+  timeout ${SWEEP_TIMEOUT:-300} python3 tools/sweep_extend.py "$OUT/sweep" ${SWEEP_VARIANTS:-s0,w3} \
     > "$OUT/sweep.log" 2>&1 || status=1
   grep -E "====|tests:| auto | mma " "$OUT/sweep.log" | head -40
 fi

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from mixed_attn import MixedAttention
+from mixed_attn.plan_info import make_config
 from mixed_attn.reference import FP8
 from mixed_attn.testing import make_batch, poison_like
 
@@ -132,9 +133,9 @@ def test_plan_rejects(qo, kv, seq, match):
 
 
 def test_unsupported_head_dim():
-    w = MixedAttention(Hq, Hkv, 96, PAGE, device="cpu", max_batch=8, max_tokens=64)
+    # Rejected when the wrapper is built: the launch policy has no kernel for it.
     with pytest.raises(RuntimeError, match=r"head_dim must be 64, 128 or 256, got 96"):
-        w.plan([0, 1], [0, 1], [3])
+        MixedAttention(Hq, Hkv, 96, PAGE, device="cpu", max_batch=8, max_tokens=64)
 
 
 def test_heads_not_a_multiple():
@@ -146,8 +147,8 @@ def test_plan_arguments_must_be_int32_host_tensors():
     with pytest.raises(RuntimeError, match=r"qo_indptr must be a host|must be int32"):
         torch.ops.mixed_attn.plan(torch.tensor([0, 1]).float(), torch.tensor([0, 1], dtype=torch.int32),
                                   torch.tensor([3], dtype=torch.int32),
-                                  torch.zeros(100, dtype=torch.int32), 16, 4, 2, 64, -1, 0, 132,
-                                  False, 2048, 32, 16)
+                                  torch.zeros(100, dtype=torch.int32),
+                                  make_config("cpu", 16, 4, 2, 64))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

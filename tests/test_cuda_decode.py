@@ -5,14 +5,12 @@ with NaN first, and compares with python/mixed_attn/reference.py's math in float
 """
 
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
 import mixed_attn
+from mixed_attn.plan_info import field
 from mixed_attn.reference import reference_attention, reference_save_kv
 from mixed_attn.testing import OpPlan, op_forward
 
@@ -249,35 +247,25 @@ def test_save_kv(dtype, fp8, page_size):
     check(batch, out, lse, rows, batch.reference(rows), TOL[dtype])
 
 
-def test_portable_kernel_agrees(tmp_path):
-    """The matrix-free stage 1 (HIP's path; MIXED_ATTN_DECODE_PORTABLE=1, read once per
-    process, hence the subprocess) against the tensor-core kernel on the same inputs."""
+def test_portable_kernel_agrees():
+    """The matrix-free stage 1 (HIP's path; decode_backend="portable") against the tensor-core
+    kernel on the same inputs, both chosen through the plan."""
     torch.manual_seed(7)
     batch = Batch([5, 300, 2100], 16, 2, 128, 16, kv_dtype=FP8, k_scale=0.5, v_scale=2.0)
     sinks = torch.randn(16, device=DEV)
     plan = batch.plan(window_left=1000, min_split_tokens=64)
+    assert field(plan.info, "decode_kernel") == 1  # tensor cores
     out, lse, _, _ = batch.run(plan, window_left=1000, logit_cap=20.0, sinks=sinks)
-    state = dict(q=batch.q.cpu(), k=batch.k_cache.cpu(), v=batch.v_cache.cpu(), sinks=sinks.cpu(),
-                 kv_indices=batch.kv_indices, kv_indptr=batch.kv_indptr, qo_indptr=batch.qo_indptr,
-                 seq_lens=batch.seq_lens)
-    torch.save(state, tmp_path / "in.pt")
-    script = f"""
-import torch
-from mixed_attn.testing import OpPlan, op_forward
-s = torch.load({str(tmp_path / 'in.pt')!r})
-q, k, v = s['q'].cuda(), s['k'].cuda(), s['v'].cuda()
-plan = OpPlan(s['qo_indptr'], s['kv_indptr'], s['seq_lens'], 16, 16, 2, 128, window_left=1000,
-              min_split_tokens=64)
-out = torch.full_like(q, float('nan')); lse = torch.full(q.shape[:2], float('nan'), device='cuda')
-po = torch.full((plan.num_partials, 16, 128), float('nan'), device='cuda')
-pl = torch.full((plan.num_partials, 16), float('nan'), device='cuda')
-op_forward(plan, q, k, v, s['kv_indices'].cuda(), out, lse, s['sinks'].cuda(), po, pl, logit_cap=20.0,
-           window_left=1000, k_scale=0.5, v_scale=2.0)
-torch.save(dict(out=out.cpu(), lse=lse.cpu()), {str(tmp_path / 'out.pt')!r})
-"""
-    env = dict(os.environ, MIXED_ATTN_DECODE_PORTABLE="1")
-    subprocess.run([sys.executable, "-c", script], check=True, env=env)
-    other = torch.load(tmp_path / "out.pt")
+    other_plan = OpPlan(batch.qo_indptr, batch.kv_indptr, batch.seq_lens, 16, 16, 2, 128,
+                        window_left=1000, min_split_tokens=64, decode_backend="portable")
+    assert field(other_plan.info, "decode_kernel") == 2
+    o2 = torch.full_like(batch.q, float("nan"))
+    l2 = torch.full(batch.q.shape[:2], float("nan"), device=DEV)
+    po = torch.full((other_plan.num_partials, 16, 128), float("nan"), device=DEV)
+    pl = torch.full((other_plan.num_partials, 16), float("nan"), device=DEV)
+    op_forward(other_plan, batch.q, batch.k_cache, batch.v_cache, batch.kv_indices.to(DEV), o2, l2,
+               sinks, po, pl, logit_cap=20.0, window_left=1000, k_scale=0.5, v_scale=2.0)
+    other = {"out": o2.cpu(), "lse": l2.cpu()}
     assert plan.max_splits > 1
     o1, o2 = out.cpu().float(), other["out"].float()
     assert torch.isfinite(o2).all()

@@ -2,7 +2,7 @@
 
 The kernel runs through torch.ops.mixed_attn (fold-mode plans from the real
 planner). With MA_EXTEND_LIB set, through a variant library built by
-benchmarks/extend_shim.py instead (tile-shape sweeps). Every test
+tools/extend_shim.py instead (tile-shape sweeps). Every test
 draws fresh random inputs, poisons out/lse with NaN and the unused cache slots
 with NaN (so a kernel that reads a key outside the row, or leaves an output
 unwritten, fails).
@@ -15,41 +15,12 @@ import torch
 
 import mixed_attn
 from mixed_attn.reference import reference_attention
+from mixed_attn.plan_info import field
+from mixed_attn.testing import OpExtend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FP8 = torch.float8_e4m3fn
 MODE_SPLIT, MODE_FOLD = 0, 1
-
-
-class OpExtend:
-    """The extend kernel through torch.ops.mixed_attn: plan with the real planner (fold mode, so
-    every row is an extend-kernel row), run forward with no KV save and no arena."""
-
-    def tile_tokens(self, head_dim, group):
-        return torch.ops.mixed_attn.extend_tile_tokens(torch.device("cuda"), head_dim, group)
-
-    def plan(self, qo_indptr, kv_indptr, seq_lens, page_size, hq, hkv, d, window_left=-1,
-             mode=MODE_FOLD, tile_tokens=None, deterministic=False):
-        qo = torch.tensor(qo_indptr, dtype=torch.int32)
-        if tile_tokens is None:
-            tile_tokens = self.tile_tokens(d, hq // hkv)
-        cap = torch.ops.mixed_attn.plan_meta_capacity(len(seq_lens), int(qo[-1]), tile_tokens)
-        meta = torch.zeros(cap, dtype=torch.int32)
-        sms = torch.cuda.get_device_properties(0).multi_processor_count
-        info = torch.ops.mixed_attn.plan(qo, torch.tensor(kv_indptr, dtype=torch.int32),
-                                         torch.tensor(seq_lens, dtype=torch.int32), meta, page_size,
-                                         hq, hkv, d, window_left, mode, sms, deterministic, 2048, 32,
-                                         tile_tokens)
-        return info, meta.cuda()
-
-    def run(self, info, meta, q, k_cache, v_cache, kv_indices, out, lse=None, sinks=None,
-            sm_scale=None, logit_cap=0.0, window_left=-1, k_scale=1.0, v_scale=1.0, stream=None):
-        if sm_scale is None:
-            sm_scale = q.shape[-1] ** -0.5
-        with torch.cuda.stream(stream or torch.cuda.current_stream()):
-            torch.ops.mixed_attn.forward(q, None, None, k_cache, v_cache, kv_indices, meta, info, None,
-                                         None, out, lse, sinks, sm_scale, logit_cap, window_left,
-                                         k_scale, v_scale)
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +28,10 @@ def lib():
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     path = os.environ.get("MA_EXTEND_LIB")
-    if path:  # a variant built by benchmarks/sweep_extend.py
+    if path:  # a variant built by tools/sweep_extend.py
         import sys
 
-        sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+        sys.path.insert(0, os.path.join(ROOT, "tools"))
         from extend_shim import ExtendLib
 
         return ExtendLib(path)
@@ -70,19 +41,16 @@ def lib():
 
 
 @pytest.fixture(autouse=True, params=["auto", "nosplit", "mma"])
-def extend_kernel(request, monkeypatch):
-    """Every test runs three ways: "auto" (the warp-specialised sm_90a kernel where the build and
-    the GPU have it, the mma.sync kernel elsewhere; its KV-split policy splits most of these small
-    launches over 2 CTAs of a cluster), "nosplit" (MIXED_ATTN_EXTEND_KV_SPLITS=1: the same kernel,
-    one CTA per query tile) and "mma" (MIXED_ATTN_EXTEND_KERNEL=mma forces the portable mma.sync
-    kernel). launch_extend reads both variables on every launch."""
-    monkeypatch.delenv("MIXED_ATTN_EXTEND_KERNEL", raising=False)
-    monkeypatch.delenv("MIXED_ATTN_EXTEND_KV_SPLITS", raising=False)
-    if request.param == "mma":
-        monkeypatch.setenv("MIXED_ATTN_EXTEND_KERNEL", "mma")
-    elif request.param == "nosplit":
-        monkeypatch.setenv("MIXED_ATTN_EXTEND_KV_SPLITS", "1")
-    return request.param
+def extend_kernel(request, lib):
+    """Every test runs three ways: "auto" (the launch policy: the warp-specialised sm_90a kernel
+    where the build and the GPU have it, the mma.sync kernel elsewhere; its KV-split policy splits
+    most of these small launches over 2 CTAs of a cluster), "nosplit" (extend_kv_splits=1: the
+    same kernel, one CTA per query tile) and "mma" (extend_backend="mma": the portable mma.sync
+    kernel). The overrides go into every plan the test makes."""
+    lib.request = {"auto": {}, "nosplit": {"extend_kv_splits": 1},
+                   "mma": {"extend_kernel": 1}}[request.param]
+    yield request.param
+    lib.request = {}
 
 
 def make_batch(ext_lens, prefix_lens, hq, hkv, d, page_size, q_dtype, kv_dtype, gen, extra_pages=3):
@@ -243,22 +211,22 @@ def test_repeatable(lib):
     assert torch.equal(outs[0], outs[1])
 
 
-def test_env_selects_the_portable_kernel(lib, monkeypatch):
-    # On an H100/H200 the default is the sm_90a kernel; MIXED_ATTN_EXTEND_KERNEL=mma must reach the
+def test_extend_backend_selects_the_portable_kernel(lib, extend_kernel):
+    # On an H100/H200 the default is the sm_90a kernel; extend_backend="mma" must reach the
     # mma.sync kernel. Their tiles (128 vs 64 keys) rescale the softmax at different points, so the
     # two give different bits (both within tolerance: the other tests); equal bits mean one kernel ran.
+    if extend_kernel != "auto":
+        pytest.skip("one run compares both kernels")
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the sm_90a kernel exists only on compute capability 9.0")
     gen = torch.Generator().manual_seed(4)
     b = make_batch([200], [1000], 8, 2, 128, 16, torch.bfloat16, torch.bfloat16, gen)
-    info, meta = lib.plan(b["qo_indptr"], b["kv_indptr"], b["seq_lens"], 16, 8, 2, 128)
     q, kc, vc, idx = b["q"].cuda(), b["k_cache"].cuda(), b["v_cache"].cuda(), b["kv_indices"].cuda()
     outs = []
-    for kernel in ("auto", "mma"):
-        if kernel == "mma":
-            monkeypatch.setenv("MIXED_ATTN_EXTEND_KERNEL", "mma")
-        else:
-            monkeypatch.delenv("MIXED_ATTN_EXTEND_KERNEL", raising=False)
+    for kernel in (0, 1):  # auto, mma
+        info, meta = lib.plan(b["qo_indptr"], b["kv_indptr"], b["seq_lens"], 16, 8, 2, 128,
+                              extend_kernel=kernel)
+        assert field(info, "extend_kernel") == (2 if kernel == 0 else 1)
         out = torch.full_like(q, float("nan"))
         lib.run(info, meta, q, kc, vc, idx, out)
         outs.append(out)
@@ -267,26 +235,28 @@ def test_env_selects_the_portable_kernel(lib, monkeypatch):
 
 
 @pytest.mark.parametrize("splits", [2, 4])
-def test_forced_kv_splits(lib, monkeypatch, extend_kernel, splits):
-    # MIXED_ATTN_EXTEND_KV_SPLITS=N splits every query tile's K/V range over N CTAs of a cluster
-    # (clamped to the kernel's maximum, 2), here on long prefixes where the policy would not
-    # split; window, sinks and LSE go through the merge. The bits must differ from the unsplit run
-    # (another summation order), else the variable did not reach the kernel.
+def test_forced_kv_splits(lib, extend_kernel, splits):
+    # extend_kv_splits=N splits every query tile's K/V range over N CTAs of a cluster (clamped to
+    # the kernel's maximum, 2), here on long prefixes where the policy would not split; window,
+    # sinks and LSE go through the merge. The bits must differ from the unsplit run (another
+    # summation order), else the override did not reach the kernel.
     if extend_kernel != "auto":
         pytest.skip("one run per split count")
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("KV splits exist in the sm_90a kernel only")
-    monkeypatch.setenv("MIXED_ATTN_EXTEND_KV_SPLITS", str(splits))
+    lib.request = {"extend_kv_splits": splits}
     for window_left, d in ((-1, 128), (700, 64), (-1, 256)):
         run_and_check(lib, ext_lens=[500, 9], prefix_lens=[5000, 3001], hq=8, hkv=2, d=d, page_size=16,
                       window_left=window_left, use_sinks=True, seed=splits * 31 + d)
+    lib.request = {}
     gen = torch.Generator().manual_seed(6)
     b = make_batch([300], [4000], 8, 2, 128, 16, torch.bfloat16, torch.bfloat16, gen)
-    info, meta = lib.plan(b["qo_indptr"], b["kv_indptr"], b["seq_lens"], 16, 8, 2, 128)
     q, kc, vc, idx = b["q"].cuda(), b["k_cache"].cuda(), b["v_cache"].cuda(), b["kv_indices"].cuda()
     outs = []
     for n in (1, splits):
-        monkeypatch.setenv("MIXED_ATTN_EXTEND_KV_SPLITS", str(n))
+        info, meta = lib.plan(b["qo_indptr"], b["kv_indptr"], b["seq_lens"], 16, 8, 2, 128,
+                              extend_kv_splits=n)
+        assert field(info, "extend_kv_splits") == min(n, 2)
         out = torch.full_like(q, float("nan"))
         lib.run(info, meta, q, kc, vc, idx, out)
         outs.append(out)

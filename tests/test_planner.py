@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from mixed_attn import MixedAttention
-from mixed_attn.plan_info import MAGIC, field, unpack_meta
+from mixed_attn.plan_info import MAGIC, field, make_config, unpack_meta
 
 
 def plan(ext, pre, page_size=16, Hq=32, Hkv=8, D=128, window_left=-1, mode=0, num_sms=132,
@@ -18,9 +18,10 @@ def plan(ext, pre, page_size=16, Hq=32, Hkv=8, D=128, window_left=-1, mode=0, nu
         kv.append(kv[-1] + (s + page_size - 1) // page_size)
     meta = torch.full((meta_cap,), -7, dtype=torch.int32)
     t = lambda x: torch.tensor(x, dtype=torch.int32)  # noqa: E731
-    info = torch.ops.mixed_attn.plan(t(qo), t(kv), t(seq), meta, page_size, Hq, Hkv, D,
-                                     window_left, mode, num_sms, deterministic, fixed, max_splits,
-                                     tile)
+    cfg = make_config("cpu", page_size, Hq, Hkv, D, num_sms=num_sms, window_left=window_left,
+                      mode=mode, deterministic=deterministic, fixed_split_tokens=fixed,
+                      max_splits_per_row=max_splits, extend_tile_tokens=tile)
+    info = torch.ops.mixed_attn.plan(t(qo), t(kv), t(seq), meta, cfg)
     return info, unpack_meta(info, meta), seq
 
 
@@ -106,8 +107,8 @@ def test_rejected_plan_writes_nothing():
     meta = torch.full((1000,), -7, dtype=torch.int32)
     t = lambda x: torch.tensor(x, dtype=torch.int32)  # noqa: E731
     with pytest.raises(RuntimeError, match="extend_len"):
-        torch.ops.mixed_attn.plan(t([0, 3, 3]), t([0, 1, 2]), t([3, 4]), meta, 16, 4, 1, 64, -1, 0,
-                                  132, False, 2048, 32, 64)
+        torch.ops.mixed_attn.plan(t([0, 3, 3]), t([0, 1, 2]), t([3, 4]), meta,
+                                  make_config("cpu", 16, 4, 1, 64))
     assert (meta == -7).all()
 
 

@@ -32,7 +32,7 @@ except ImportError:
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
     import mixed_attn  # noqa: F401
 
-from mixed_attn.plan_info import MODE_FOLD, MODE_SPLIT, field, unpack_meta  # noqa: E402
+from mixed_attn.plan_info import MODE_FOLD, MODE_SPLIT, field, make_config, unpack_meta  # noqa: E402
 from mixed_attn.reference import FP8, reference_attention, reference_save_kv  # noqa: E402
 from mixed_attn.triton_ref import triton_decode, triton_forward, triton_save_kv  # noqa: E402
 
@@ -78,19 +78,21 @@ class Case:
 def make_plan(case, mode=MODE_SPLIT, window_left=-1, deterministic=False, fixed_split_tokens=2048,
               num_sms=132, max_splits_per_row=32, tile_tokens=None, backend=CPU):
     """The real planner. Returns (plan_info list, host int32 meta of exactly meta_len entries)."""
-    group = case.Hq // case.Hkv
-    tt = tile_tokens
-    if tt is None and backend.type == "cuda" and not mixed_attn.has_cuda_kernels():
-        tt = 64  # a build without the CUDA backend: any tile size makes a valid plan for Triton
-    if tt is None:
-        tt = torch.ops.mixed_attn.extend_tile_tokens(backend, case.D, group)
+    on_gpu = backend.type == "cuda" and mixed_attn.has_cuda_kernels()
+    cfg = make_config(backend if on_gpu else "cpu", case.page_size, case.Hq, case.Hkv, case.D,
+                      num_sms=num_sms, window_left=window_left, mode=mode,
+                      deterministic=deterministic, fixed_split_tokens=fixed_split_tokens,
+                      max_splits_per_row=max_splits_per_row,
+                      # A build without the CUDA backend plans for the CPU: any tile size makes
+                      # a valid plan for Triton.
+                      extend_tile_tokens=tile_tokens or (0 if on_gpu else 64))
+    tt = torch.ops.mixed_attn.launch_policy(cfg)[3]
     B = len(case.seq)
     cap = torch.ops.mixed_attn.plan_meta_capacity(B, case.T, tt)
     meta = torch.full((cap,), -7, dtype=torch.int32)
     info = torch.ops.mixed_attn.plan(
         torch.tensor(case.qo, dtype=torch.int32), torch.tensor(case.kvp, dtype=torch.int32),
-        torch.tensor(case.seq, dtype=torch.int32), meta, case.page_size, case.Hq, case.Hkv, case.D,
-        window_left, mode, num_sms, deterministic, fixed_split_tokens, max_splits_per_row, tt)
+        torch.tensor(case.seq, dtype=torch.int32), meta, cfg)
     info = [int(x) for x in info]
     return info, meta[: field(info, "meta_len")].clone()
 

@@ -1,6 +1,4 @@
 // launch_decode: checks what the kernels assume, then dispatches on head_dim.
-#include <cstdlib>
-
 #include "cuda/launch.h"
 #include "decode_common.cuh"
 
@@ -11,20 +9,6 @@ const char* launch_decode_head_dim(const DecodeParams& p, bool portable, gpuStre
 }  // namespace decode
 
 namespace {
-
-// MIXED_ATTN_DECODE_PORTABLE=1 runs the matrix-free stage 1 (read once): the
-// tests use it as an independent second implementation on CUDA.
-bool use_portable_kernel() {
-#if defined(MA_HIP)
-  return true;
-#else
-  static const bool portable = [] {
-    const char* v = std::getenv("MIXED_ATTN_DECODE_PORTABLE");
-    return v != nullptr && v[0] == '1';
-  }();
-  return portable;
-#endif
-}
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 
@@ -52,7 +36,14 @@ const char* launch_decode(const DecodeParams& p, void* stream) {
       a.k_stride_head % kv_align || a.v_stride_page % kv_align || a.v_stride_slot % kv_align ||
       a.v_stride_head % kv_align)
     return "decode: q, out and the KV cache need 16-byte aligned rows";
-  const bool portable = use_portable_kernel();
+  // The stage-1 kernel the plan chose: tensor cores (CUDA), or the matrix-free
+  // one (HIP; on CUDA an independent second implementation for the tests).
+  const bool portable = a.plan.decode_kernel == int32_t(DecodeKernel::kPortable);
+  if (!portable && a.plan.decode_kernel != int32_t(DecodeKernel::kTensorCore))
+    return "decode: the plan was made for another device (its decode kernel is not a GPU kernel)";
+#if defined(MA_HIP)
+  if (!portable) return "decode: the tensor-core stage 1 is CUDA only; plan with decode_backend='portable'";
+#endif
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
   switch (a.head_dim) {
     case 64: return decode::launch_decode_head_dim<64>(p, portable, s);

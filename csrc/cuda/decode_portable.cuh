@@ -1,7 +1,7 @@
 // Stage 1 of the split-KV decode without matrix instructions: the HIP path
 // (CDNA's matrix units need their own inner loop, not written yet) and, on
 // CUDA, an independent implementation that the tests compare the tensor-core
-// kernel against (MIXED_ATTN_DECODE_PORTABLE=1). Same grid, same outputs, same
+// kernel against (decode_backend="portable"). Same grid, same outputs, same
 // arena layout; simple and slow: each query head of the block re-reads the
 // split's keys, one key per thread for the scores, one dimension per thread
 // for the output.

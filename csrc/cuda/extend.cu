@@ -1,74 +1,18 @@
-// launch_extend / extend_tile_tokens (csrc/cuda/launch.h): runtime -> compile-
-// time dispatch over (head dim, q dtype, cache dtype). The kernel itself is in
-// extend_kernel.cuh; its instantiations in extend_d{64,128,256}.cu.
+// launch_extend (csrc/cuda/launch.h): runtime -> compile-time dispatch over
+// (kernel family, head dim, q dtype, cache dtype), on the kernel the plan chose
+// (launch_policy.h). The kernels are instantiated in extend_d{64,128,256}.cu and
+// only declared here (extend_dispatch.cuh), so each is compiled once.
 #include "cuda/extend_dispatch.cuh"
-#include "cuda/extend_kernel.cuh"
-#include "cuda/extend_sm90.cuh"
 #include "cuda/launch.h"
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <mutex>
 #if defined(MA_HIP)
 #include <atomic>
 #endif
 
 namespace mixed_attn::gpu {
 namespace {
-
-#if defined(MA_CUDA)
-// Compute capability and SM count of a device, queried once per device (launch_extend
-// runs every step: no attribute queries on that path).
-struct DeviceInfo {
-  bool sm90 = false;
-  int num_sms = 0;
-};
-const DeviceInfo& device_info() {
-  constexpr int kMaxDevices = 64;
-  static DeviceInfo infos[kMaxDevices];
-  static std::once_flag once[kMaxDevices];
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
-    static const DeviceInfo unknown;
-    return unknown;
-  }
-  std::call_once(once[device], [device] {
-    int major = 0, minor = 0, sms = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess) {
-      infos[device].sm90 = major == 9 && minor == 0;
-      infos[device].num_sms = sms;
-    }
-  });
-  return infos[device];
-}
-
-// The warp-specialised kernel (extend_sm90.cuh) needs wgmma, i.e. code built for
-// sm_90a (MA_EXTEND_SM90_BUILT, set by the build when the arch list has 90a)
-// running on a compute-capability 9.0 device. MIXED_ATTN_EXTEND_KERNEL=mma
-// forces the portable mma.sync kernel (A/B runs, kill switch).
-bool use_sm90_kernel() {
-#if defined(MA_EXTEND_SM90_BUILT)
-  // Read on every launch (tens of ns) so that tests can run both kernels in one process.
-  const char* forced = std::getenv("MIXED_ATTN_EXTEND_KERNEL");
-  if (forced != nullptr && std::strcmp(forced, "mma") == 0) return false;
-  return device_info().sm90;
-#else
-  return false;
-#endif
-}
-
-// MIXED_ATTN_EXTEND_KV_SPLITS=N (1..4) fixes the sm_90a kernel's KV splits per query tile
-// (tests, A/B runs); unset or 0: the policy of sm90_kv_splits.
-int forced_kv_splits() {
-  const char* v = std::getenv("MIXED_ATTN_EXTEND_KV_SPLITS");
-  if (v == nullptr) return 0;
-  const int n = std::atoi(v);
-  return n >= 1 && n <= 4 ? n : 0;
-}
-#endif
 
 #if defined(MA_HIP)
 // The kernel's MFMA loop is compiled for CDNA2/CDNA3 only (extend_mma.cuh sets
@@ -101,17 +45,23 @@ const char* hip_device_error() {
 template <typename T>
 const char* dispatch_head_dim(const ExtendParams& p, bool fp8, gpuStream_t stream) {
   using namespace extend_detail;
-#if defined(MA_CUDA)
-  if (!fp8 && use_sm90_kernel()) {
-    switch (p.attn.head_dim) {
-      case 64: return launch_extend_sm90_impl<64, T>(p, stream, device_info().num_sms, forced_kv_splits());
-      case 128: return launch_extend_sm90_impl<128, T>(p, stream, device_info().num_sms, forced_kv_splits());
-      case 256: return launch_extend_sm90_impl<256, T>(p, stream, device_info().num_sms, forced_kv_splits());
-      default: break;
+  const int d = p.attn.head_dim;
+  if (p.attn.plan.extend_kernel == int32_t(ExtendKernel::kSm90)) {
+#if defined(MA_CUDA) && defined(MA_EXTEND_SM90_BUILT)
+    if (fp8) return "extend: the plan picked the sm90 kernel for a float8 cache (it takes b16 only)";
+    switch (d) {
+      case 64: return launch_extend_sm90_impl<64, T>(p, stream);
+      case 128: return launch_extend_sm90_impl<128, T>(p, stream);
+      case 256: return launch_extend_sm90_impl<256, T>(p, stream);
+      default: return "extend: head_dim must be 64, 128 or 256";
     }
-  }
+#else
+    return "extend: the plan picked the sm90 kernel, which this build does not hold (no sm_90a in its arch list)";
 #endif
-  switch (p.attn.head_dim) {
+  }
+  if (p.attn.plan.extend_kernel != int32_t(ExtendKernel::kMma))
+    return "extend: the plan was made for another device (its extend kernel is not a GPU kernel)";
+  switch (d) {
     case 64:
       return fp8 ? launch_extend_impl<64, T, true>(p, stream) : launch_extend_impl<64, T, false>(p, stream);
     case 128:
@@ -122,26 +72,6 @@ const char* dispatch_head_dim(const ExtendParams& p, bool fp8, gpuStream_t strea
                  : launch_extend_impl<256, T, false>(p, stream);
     default:
       return "extend: head_dim must be 64, 128 or 256";
-  }
-}
-
-int block_rows(int head_dim) {
-  using namespace extend_detail;
-  switch (head_dim) {
-    case 64: return block_m<64>();
-    case 128: return block_m<128>();
-    case 256: return block_m<256>();
-    default: return 0;
-  }
-}
-
-int sm90_block_rows(int head_dim) {
-  using namespace extend_detail;
-  switch (head_dim) {
-    case 64: return Sm90Traits<64>::kBlockM;
-    case 128: return Sm90Traits<128>::kBlockM;
-    case 256: return Sm90Traits<256>::kBlockM;
-    default: return 0;
   }
 }
 
@@ -176,16 +106,6 @@ const char* launch_extend(const ExtendParams& p, void* stream) {
     case DType::kFloat16: return dispatch_head_dim<ma_half>(p, fp8, s);
     default: return "extend: q_dtype must be bfloat16 or float16";
   }
-}
-
-int extend_tile_tokens(int head_dim, int group_size) {
-  int rows = block_rows(head_dim);
-#if defined(MA_CUDA)
-  // The tiles of the kernel launch_extend will pick (either kernel runs any tile size correctly).
-  if (use_sm90_kernel()) rows = sm90_block_rows(head_dim);
-#endif
-  if (rows == 0 || group_size < 1) return 64;
-  return rows / extend_detail::pack_factor(group_size, rows);
 }
 
 }  // namespace mixed_attn::gpu

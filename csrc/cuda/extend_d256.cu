@@ -8,6 +8,6 @@ template const char* launch_extend_impl<256, ma_bf16, false>(const ExtendParams&
 template const char* launch_extend_impl<256, ma_half, false>(const ExtendParams&, gpuStream_t);
 template const char* launch_extend_impl<256, ma_bf16, true>(const ExtendParams&, gpuStream_t);
 template const char* launch_extend_impl<256, ma_half, true>(const ExtendParams&, gpuStream_t);
-template const char* launch_extend_sm90_impl<256, ma_bf16>(const ExtendParams&, gpuStream_t, int, int);
-template const char* launch_extend_sm90_impl<256, ma_half>(const ExtendParams&, gpuStream_t, int, int);
+template const char* launch_extend_sm90_impl<256, ma_bf16>(const ExtendParams&, gpuStream_t);
+template const char* launch_extend_sm90_impl<256, ma_half>(const ExtendParams&, gpuStream_t);
 }  // namespace mixed_attn::gpu::extend_detail

@@ -3,6 +3,7 @@
 // dispatch without compiling any kernel itself.
 #pragma once
 #include "mixed_attn/compat.h"
+#include "mixed_attn/launch_policy.h"
 #include "mixed_attn/params.h"
 
 namespace mixed_attn::gpu::extend_detail {
@@ -12,9 +13,9 @@ template <int kHeadDim, typename T, bool kFp8>
 const char* launch_extend_impl(const ExtendParams& p, gpuStream_t stream);
 
 // One (head dim, element type) instantiation of the warp-specialised sm_90a
-// kernel (extend_sm90.cuh; b16 caches only). num_sms feeds the KV-split policy;
-// forced_kv_splits > 0 overrides it.
+// kernel (extend_sm90.cuh; b16 caches only), launched with the plan's KV split
+// and copy path.
 template <int kHeadDim, typename T>
-const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream, int num_sms, int forced_kv_splits);
+const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream);
 
 }  // namespace mixed_attn::gpu::extend_detail

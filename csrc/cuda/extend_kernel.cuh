@@ -42,6 +42,7 @@
 #include "cuda/extend_mma.cuh"
 #include "cuda/extend_wgmma.cuh"
 #include "mixed_attn/compat.h"
+#include "mixed_attn/launch_policy.h"
 #include "mixed_attn/params.h"
 
 namespace mixed_attn::gpu::extend_detail {
@@ -287,14 +288,6 @@ __device__ __forceinline__ void stage_v_16(T* v_tile, int key, int chunk, const 
 }
 
 #endif  // MA_EXTEND_HAS_MMA
-
-// Largest divisor of the GQA group that fits in one tile: the q heads packed
-// into a CTA's rows.
-__host__ __device__ inline int pack_factor(int group, int rows) {
-  int p = group < rows ? group : rows;
-  while (group % p != 0) --p;
-  return p;
-}
 
 // End of a query row, shared by both extend kernels: the sink joins the
 // denominator (rebased on max(m, sink) so neither term overflows), then the
@@ -852,6 +845,9 @@ template <int kHeadDim, typename T, bool kFp8>
 const char* launch_extend_impl(const ExtendParams& p, gpuStream_t stream) {
   const AttentionCommon& a = p.attn;
   constexpr int BM = block_m<kHeadDim>();
+  // Tile-shape variants that change the rows must change launch_policy.h too.
+  static_assert(BM == extend_mma_block_rows(kHeadDim, kIsHip), "launch_policy.h must know the kernel's rows");
+  if (a.plan.extend_block_rows != BM) return "extend: the plan's tiles were cut for another kernel shape";
   constexpr int kThreads = ExtendTraits<kHeadDim>::kWarps * kWarpSize;
   constexpr int kSmem = extend_smem_bytes<kHeadDim, kFp8>();
 #if defined(MA_HIP)

@@ -56,7 +56,7 @@
 #include <type_traits>
 
 #include "cuda/extend_kernel.cuh"
-#include "cuda/extend_split_policy.h"
+#include "cuda/tma_encoder.h"
 #if defined(MA_CUDA)
 #include <cuda.h>  // CUtensorMap and its encoder's types (the encoder is fetched at run time)
 #endif
@@ -830,23 +830,6 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
 }
 
 #if defined(MA_CUDA)
-// cuTensorMapEncodeTiled, fetched from the driver once (no link against libcuda).
-using TensorMapEncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                       const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                       CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-inline TensorMapEncodeFn tensor_map_encoder() {
-  static const TensorMapEncodeFn fn = [] {
-    void* ptr = nullptr;
-    cudaDriverEntryPointQueryResult found;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess)
-      return TensorMapEncodeFn(nullptr);
-    return reinterpret_cast<TensorMapEncodeFn>(ptr);
-  }();
-  return fn;
-}
-
 // The cache [num_pages, page_size, Hkv, D] as a 4-D TMA tensor (innermost first: D, Hkv,
 // slot, page) with boxes of (64 columns, 1 head, box_keys slots, 1 page) into the 128-byte
 // swizzle (the swizzle follows the shared-memory address: a box of one key lands as row r).
@@ -873,46 +856,46 @@ bool encode_cache_map(CUtensorMap* map, const void* cache, int64_t stride_page, 
 }
 #endif
 
-// Host side: launch one instantiation (instantiated in extend_d{64,128,256}.cu).
-// forced_kv_splits > 0 overrides the policy (clamped to what the merge has room for).
+// Host side: launch one instantiation (instantiated in extend_d{64,128,256}.cu) as
+// the plan decided: its KV split per query tile and TMA or cp.async for K/V.
 template <int kHeadDim, typename T>
-const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream, int num_sms, int forced_kv_splits) {
+const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
   const AttentionCommon& a = p.attn;
   constexpr int kSmem = sm90_smem_bytes<kHeadDim>();
+  constexpr int BM = Sm90Traits<kHeadDim>::kBlockM;
+  static_assert(BM == extend_sm90_block_rows(kHeadDim), "launch_policy.h must know the kernel's rows");
+  if (a.plan.extend_block_rows != BM) return "extend: the plan's tiles were cut for another kernel shape";
   const int group = a.num_qo_heads / a.num_kv_heads;
   ExtendArgs args;
   args.a = a;
-  constexpr int BM = Sm90Traits<kHeadDim>::kBlockM;
   args.pack = pack_factor(group, BM);
   args.head_groups = a.num_qo_heads / args.pack;
   args.tile_capacity = BM / args.pack;
   args.score_scale = a.sm_scale;
   args.out_scale = 1.f;
   const int64_t blocks = int64_t(a.plan.num_extend_tiles) * args.head_groups;
-  // The merge runs once, after the last pass: only plans whose tiles fit one pass are split.
-  // Deterministic plans: the policy depends on the launch size, so it would make a row's bits
-  // depend on the rest of the batch; they keep one CTA per tile (unless forced).
-  int kv_splits = 1;
-  if (a.plan.extend_tile_tokens <= args.tile_capacity && (forced_kv_splits > 0 || !a.plan.deterministic)) {
-    constexpr int kMaxSplits = sm90_max_kv_splits<kHeadDim>();
-    kv_splits = forced_kv_splits > 0 ? (forced_kv_splits < kMaxSplits ? forced_kv_splits : kMaxSplits)
-                                     : sm90_kv_splits(blocks, num_sms, kMaxSplits);
-  }
+  const int kv_splits = a.plan.extend_kv_splits;
+  if (kv_splits < 1 || kv_splits > sm90_max_kv_splits<kHeadDim>())
+    return "extend: the plan's KV split count is outside what the sm_90a merge holds";
+  // The merge runs once, after the last pass: a split plan must cover its tiles in one pass.
+  if (kv_splits > 1 && a.plan.extend_tile_tokens > args.tile_capacity)
+    return "extend: a KV-split plan needs tiles of at most one pass";
   if (blocks * kv_splits > 0x7fffffff) return "extend: too many (tile, head group) blocks for one launch";
   Sm90TmaMaps maps;
   std::memset(&maps, 0, sizeof(maps));
-  bool use_tma = false;
+  const bool use_tma = a.plan.extend_tma != 0;
+  if (use_tma) {
 #if defined(MA_CUDA) && MA_SM90_TMA
-  // Head dim 64: 128-byte rows, 2 KB boxes; TMA into the swizzled layout measured 3-5% slower
-  // than cp.async into the plain one there (H200, 2026-11-30: B 0.651 vs 0.634 ms, D 0.466 vs
-  // 0.445), so head dim 64 keeps cp.async.
-  constexpr bool kTmaPays = kHeadDim >= 128;
-  maps.box_keys = a.page_size % 16 == 0 ? 16 : 1;
-  if (kTmaPays && (maps.box_keys == 16 || MA_SM90_TMA_KEYWISE))
-    use_tma =
-        encode_cache_map<T>(&maps.k, a.k_cache, a.k_stride_page, a.k_stride_slot, a.k_stride_head, maps.box_keys, a) &&
-        encode_cache_map<T>(&maps.v, a.v_cache, a.v_stride_page, a.v_stride_slot, a.v_stride_head, maps.box_keys, a);
+    // The policy asks for TMA only at page sizes of a multiple of 16: 16-key page boxes.
+    maps.box_keys = 16;
+    if (a.page_size % 16 != 0 ||
+        !encode_cache_map<T>(&maps.k, a.k_cache, a.k_stride_page, a.k_stride_slot, a.k_stride_head, maps.box_keys, a) ||
+        !encode_cache_map<T>(&maps.v, a.v_cache, a.v_stride_page, a.v_stride_slot, a.v_stride_head, maps.box_keys, a))
+      return "extend: the plan asks for TMA but the cache's tensor map could not be encoded (plan with extend_tma=0)";
+#else
+    return "extend: the plan asks for TMA but this build has no TMA path (plan with extend_tma=0)";
 #endif
+  }
   auto kernel = use_tma ? extend_sm90_kernel<kHeadDim, T, true> : extend_sm90_kernel<kHeadDim, T, false>;
   const gpuError_t attr_status = gpuFuncSetAttribute(
       reinterpret_cast<const void*>(kernel), gpuFuncAttributeMaxDynamicSharedMemorySize, kSmem);

@@ -6,6 +6,7 @@
 // says what failed (an unsupported configuration, or the CUDA error string).
 // Launchers never allocate memory and never synchronise with the host.
 #pragma once
+#include "mixed_attn/launch_policy.h"
 #include "mixed_attn/params.h"
 
 namespace mixed_attn::gpu {
@@ -18,11 +19,13 @@ const char* launch_save_kv(const SaveKVParams& p, void* stream);
 // the merge into out (and lse). No-op when plan.num_decode_rows == 0.
 const char* launch_decode(const DecodeParams& p, void* stream);
 
-// Extend kernel over plan.extend_tiles. No-op when plan.num_extend_tiles == 0.
+// Extend kernel over plan.extend_tiles, on the kernel, KV split and copy path
+// the plan recorded. No-op when plan.num_extend_tiles == 0.
 const char* launch_extend(const ExtendParams& p, void* stream);
 
-// Query tokens per extend tile that launch_extend expects the planner to use
-// for this configuration (head dim, Hq / Hkv).
-int extend_tile_tokens(int head_dim, int group_size);
+// Describes GPU `device` (-1: the current one) for the launch policy: compute
+// capability, SMs, whether this build holds the sm_90a kernels, whether the
+// driver can encode TMA maps. Queried on the host; the caller caches it.
+const char* query_device(int device, DeviceDesc* out);
 
 }  // namespace mixed_attn::gpu

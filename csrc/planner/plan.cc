@@ -2,6 +2,8 @@
 #include "mixed_attn/plan.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <sstream>
@@ -36,15 +38,13 @@ std::string check_config(const PlanConfig& c) {
                c.num_kv_heads, ")");
   if (c.head_dim != 64 && c.head_dim != 128 && c.head_dim != 256)
     return cat("head_dim must be 64, 128 or 256, got ", c.head_dim);
-  if (c.num_sms < 1) return cat("num_sms must be >= 1, got ", c.num_sms);
+  if (c.device.num_sms < 1) return cat("num_sms must be >= 1, got ", c.device.num_sms);
   if (c.fixed_split_tokens < 1)
     return cat("fixed_split_tokens must be >= 1, got ", c.fixed_split_tokens);
   if (c.max_splits_per_row < 1)
     return cat("max_splits_per_row must be >= 1, got ", c.max_splits_per_row);
   if (c.min_split_tokens < 1) return cat("min_split_tokens must be >= 1, got ", c.min_split_tokens);
   if (c.ctas_per_sm < 1) return cat("ctas_per_sm must be >= 1, got ", c.ctas_per_sm);
-  if (c.extend_tile_tokens < 1)
-    return cat("extend_tile_tokens must be >= 1, got ", c.extend_tile_tokens);
   return {};
 }
 
@@ -81,9 +81,16 @@ int64_t plan_meta_capacity(int64_t max_rows, int64_t max_tokens, int64_t extend_
   return 3 * (max_rows + 1) + 4 * (max_rows + 1) + 2 * max_tiles;
 }
 
+std::string config_launch_policy(const PlanConfig& cfg, LaunchPolicy* out) {
+  if (std::string e = check_config(cfg); !e.empty()) return e;
+  return choose_launch_policy(cfg.device, cfg.head_dim, cfg.num_qo_heads / cfg.num_kv_heads,
+                              cfg.page_size, cfg.kv_fp8, cfg.request, out);
+}
+
 PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_out) {
   PlanResult r;
-  if (std::string e = check_config(cfg); !e.empty()) { r.error = e; return r; }
+  LaunchPolicy policy;
+  if (std::string e = config_launch_policy(cfg, &policy); !e.empty()) { r.error = e; return r; }
   if (std::string e = check_inputs(cfg, in); !e.empty()) { r.error = e; return r; }
 
   const int32_t B = in.num_rows;
@@ -115,7 +122,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   } else {
     // SM-aware: enough (row, kv head, split) CTAs to fill the GPU, but never
     // splits shorter than min_split_tokens.
-    const int64_t target_ctas = int64_t(cfg.num_sms) * cfg.ctas_per_sm;
+    const int64_t target_ctas = int64_t(cfg.device.num_sms) * cfg.ctas_per_sm;
     chunk_all = ceil_div(total_keys * cfg.num_kv_heads, std::max<int64_t>(1, target_ctas));
     chunk_all = round_up(std::max<int64_t>(chunk_all, cfg.min_split_tokens), align);
   }
@@ -138,7 +145,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   // tiles start early and the tail of the launch is short.
   struct Tile { int32_t row, q_start; int64_t cost; };
   std::vector<Tile> tiles;
-  const int32_t tt = cfg.extend_tile_tokens;
+  const int32_t tt = policy.extend_tile_tokens;
   for (int32_t b : extend_rows) {
     const int32_t ext = extend_len(b), prefix = in.seq_lens[b] - ext;
     for (int32_t q0 = 0; q0 < ext; q0 += tt) {
@@ -150,6 +157,25 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   std::stable_sort(tiles.begin(), tiles.end(),
                    [](const Tile& a, const Tile& b) { return a.cost > b.cost; });
   const int64_t Nt = int64_t(tiles.size());
+
+  // 3b. KV splits of the extend tiles (sm_90a kernel only). The merge runs after a
+  // tile's single pass, which the policy's tile size guarantees. Deterministic
+  // plans: the wave policy depends on the launch size, so it would make a row's
+  // bits depend on the rest of the batch; they keep one CTA per tile unless the
+  // wrapper fixes the split (a fixed split is batch-invariant too).
+  int32_t extend_kv_splits = 1;
+  if (policy.extend_kernel == ExtendKernel::kSm90 && Nt > 0) {
+    const int32_t forced = cfg.request.extend_kv_splits;
+    const bool one_pass = policy.extend_tile_tokens <= policy.extend_block_rows / policy.extend_pack;
+    if (!one_pass) {
+      extend_kv_splits = 1;  // the cluster merge runs once, after a tile's single pass
+    } else if (forced > 0) {
+      extend_kv_splits = std::min(forced, policy.extend_max_kv_splits);
+    } else if (!cfg.deterministic) {
+      const int64_t blocks = Nt * (cfg.num_qo_heads / policy.extend_pack);
+      extend_kv_splits = sm90_kv_splits(blocks, cfg.device.num_sms, policy.extend_max_kv_splits);
+    }
+  }
 
   // 4. Layout of the metadata buffer.
   std::vector<int64_t>& info = r.info;
@@ -196,6 +222,11 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   info[kPlanDeterministic] = cfg.deterministic ? 1 : 0;
   info[kPlanMaxQLen] = max_q;
   info[kPlanMaxSeqLen] = max_seq;
+  info[kPlanExtendKernel] = int64_t(policy.extend_kernel);
+  info[kPlanExtendBlockRows] = policy.extend_block_rows;
+  info[kPlanExtendKvSplits] = extend_kv_splits;
+  info[kPlanExtendTma] = policy.extend_tma ? 1 : 0;
+  info[kPlanDecodeKernel] = int64_t(policy.decode_kernel);
 
   // 5. Fill the buffer (only now: a rejected plan writes nothing).
   int32_t* m = meta_out;
@@ -230,7 +261,76 @@ PlanView plan_view(const int64_t* info, const int32_t* meta) {
   v.num_partials = int32_t(info[kPlanNumPartials]);
   v.max_splits = int32_t(info[kPlanMaxSplits]);
   v.deterministic = int32_t(info[kPlanDeterministic]);
+  v.extend_kernel = int32_t(info[kPlanExtendKernel]);
+  v.extend_block_rows = int32_t(info[kPlanExtendBlockRows]);
+  v.extend_kv_splits = int32_t(info[kPlanExtendKvSplits]);
+  v.extend_tma = int32_t(info[kPlanExtendTma]);
+  v.decode_kernel = int32_t(info[kPlanDecodeKernel]);
   return v;
+}
+
+const char* const* plan_config_field_names() {
+  static const char* const names[kCfgNumFields + 1] = {
+      "page_size", "num_qo_heads", "num_kv_heads", "head_dim", "window_left", "mode",
+      "deterministic", "fixed_split_tokens", "max_splits_per_row", "min_split_tokens",
+      "ctas_per_sm", "kv_fp8", "device_kind", "device_arch", "num_sms", "device_sm90_extend",
+      "device_tma_encoder", "extend_kernel", "decode_kernel", "extend_kv_splits", "extend_tma",
+      "extend_tile_tokens", nullptr};
+  return names;
+}
+
+const char* const* plan_info_field_names() {
+  static const char* const names[kPlanNumFields + 1] = {
+      "magic", "num_rows", "num_tokens", "mode", "num_decode_rows", "num_extend_rows",
+      "num_extend_tiles", "extend_tile_tokens", "num_partials", "max_splits", "meta_len",
+      "off_qo_indptr", "off_kv_indptr", "off_seq_lens", "off_decode_rows",
+      "off_decode_split_indptr", "off_decode_kv_start", "off_decode_chunk_tokens",
+      "off_extend_tiles", "num_kv_pages", "page_size", "num_qo_heads", "num_kv_heads",
+      "head_dim", "window_left", "deterministic", "max_q_len", "max_seq_len", "extend_kernel",
+      "extend_block_rows", "extend_kv_splits", "extend_tma", "decode_kernel", nullptr};
+  return names;
+}
+
+std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
+  if (len != kCfgNumFields)
+    return cat("config: expected ", int(kCfgNumFields), " entries, got ", len);
+  for (int f = 0; f < kCfgNumFields; ++f)
+    if (v[f] < INT32_MIN || v[f] > INT32_MAX)
+      return cat("config: ", plan_config_field_names()[f], " = ", v[f], " is out of range");
+  auto in = [&](int f, int64_t lo, int64_t hi) -> std::string {
+    if (v[f] < lo || v[f] > hi)
+      return cat(plan_config_field_names()[f], " must be in [", lo, ", ", hi, "], got ", v[f]);
+    return {};
+  };
+  for (auto e : {in(kCfgMode, 0, 1), in(kCfgDeterministic, 0, 1), in(kCfgKvFp8, 0, 1),
+                 in(kCfgDeviceKind, 0, 2), in(kCfgDeviceSm90Extend, 0, 1), in(kCfgDeviceTmaEncoder, 0, 1),
+                 in(kCfgExtendKernel, 0, 3), in(kCfgDecodeKernel, 0, 3), in(kCfgExtendTma, -1, 1),
+                 in(kCfgWindowLeft, -1, INT32_MAX)})
+    if (!e.empty()) return e;
+  PlanConfig& c = *cfg;
+  c.page_size = int32_t(v[kCfgPageSize]);
+  c.num_qo_heads = int32_t(v[kCfgNumQoHeads]);
+  c.num_kv_heads = int32_t(v[kCfgNumKvHeads]);
+  c.head_dim = int32_t(v[kCfgHeadDim]);
+  c.window_left = int32_t(v[kCfgWindowLeft]);
+  c.mode = DispatchMode(v[kCfgMode]);
+  c.deterministic = v[kCfgDeterministic] != 0;
+  c.fixed_split_tokens = int32_t(v[kCfgFixedSplitTokens]);
+  c.max_splits_per_row = int32_t(v[kCfgMaxSplitsPerRow]);
+  c.min_split_tokens = int32_t(v[kCfgMinSplitTokens]);
+  c.ctas_per_sm = int32_t(v[kCfgCtasPerSm]);
+  c.kv_fp8 = v[kCfgKvFp8] != 0;
+  c.device.kind = DeviceKind(v[kCfgDeviceKind]);
+  c.device.arch = int32_t(v[kCfgDeviceArch]);
+  c.device.num_sms = int32_t(v[kCfgNumSms]);
+  c.device.sm90_extend = v[kCfgDeviceSm90Extend] != 0;
+  c.device.tma_encoder = v[kCfgDeviceTmaEncoder] != 0;
+  c.request.extend_kernel = ExtendKernel(v[kCfgExtendKernel]);
+  c.request.decode_kernel = DecodeKernel(v[kCfgDecodeKernel]);
+  c.request.extend_kv_splits = int32_t(v[kCfgExtendKvSplits]);
+  c.request.extend_tma = int32_t(v[kCfgExtendTma]);
+  c.request.extend_tile_tokens = int32_t(v[kCfgExtendTileTokens]);
+  return {};
 }
 
 std::string check_plan_info(const int64_t* info, int64_t len) {

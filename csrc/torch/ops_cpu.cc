@@ -24,13 +24,17 @@ void check_host_int32(const at::Tensor& t, const char* name, int64_t numel) {
                 " entries, got ", t.numel());
 }
 
+PlanConfig decode_config(c10::IntArrayRef config, int64_t meta_capacity) {
+  PlanConfig cfg;
+  const std::string err = config_from_list(config.data(), int64_t(config.size()), &cfg);
+  TORCH_CHECK(err.empty(), "mixed_attn.plan: ", err);
+  cfg.meta_capacity = meta_capacity;
+  return cfg;
+}
+
 std::vector<int64_t> plan_op(const at::Tensor& qo_indptr, const at::Tensor& kv_indptr,
                              const at::Tensor& seq_lens, const at::Tensor& meta_out,
-                             int64_t page_size, int64_t num_qo_heads, int64_t num_kv_heads,
-                             int64_t head_dim, int64_t window_left, int64_t mode, int64_t num_sms,
-                             bool deterministic, int64_t fixed_split_tokens,
-                             int64_t max_splits_per_row, int64_t extend_tile_tokens,
-                             int64_t min_split_tokens, int64_t ctas_per_sm) {
+                             c10::IntArrayRef config) {
   check_host_int32(qo_indptr, "qo_indptr", -1);
   TORCH_CHECK(qo_indptr.numel() >= 2, "mixed_attn.plan: qo_indptr needs at least 2 entries (one row), got ",
               qo_indptr.numel());
@@ -38,29 +42,48 @@ std::vector<int64_t> plan_op(const at::Tensor& qo_indptr, const at::Tensor& kv_i
   check_host_int32(kv_indptr, "kv_indptr", B + 1);
   check_host_int32(seq_lens, "seq_lens", B);
   check_host_int32(meta_out, "meta_out", -1);
-  TORCH_CHECK(mode == 0 || mode == 1, "mixed_attn.plan: mode must be 0 (split) or 1 (fold), got ", mode);
-  TORCH_CHECK(window_left >= -1, "mixed_attn.plan: window_left must be >= -1, got ", window_left);
-
-  PlanConfig cfg;
-  cfg.page_size = int32_t(page_size);
-  cfg.num_qo_heads = int32_t(num_qo_heads);
-  cfg.num_kv_heads = int32_t(num_kv_heads);
-  cfg.head_dim = int32_t(head_dim);
-  cfg.window_left = int32_t(window_left);
-  cfg.mode = DispatchMode(mode);
-  cfg.num_sms = int32_t(num_sms);
-  cfg.deterministic = deterministic;
-  cfg.fixed_split_tokens = int32_t(fixed_split_tokens);
-  cfg.max_splits_per_row = int32_t(max_splits_per_row);
-  cfg.extend_tile_tokens = int32_t(extend_tile_tokens);
-  cfg.min_split_tokens = int32_t(min_split_tokens);
-  cfg.ctas_per_sm = int32_t(ctas_per_sm);
-  cfg.meta_capacity = meta_out.numel();
+  const PlanConfig cfg = decode_config(config, meta_out.numel());
   PlanInputs in{qo_indptr.data_ptr<int32_t>(), kv_indptr.data_ptr<int32_t>(),
                 seq_lens.data_ptr<int32_t>(), int32_t(B)};
   PlanResult r = plan_step(cfg, in, meta_out.data_ptr<int32_t>());
   TORCH_CHECK(r.ok, "mixed_attn.plan: ", r.error);
   return r.info;
+}
+
+// [extend_kernel, extend_block_rows, extend_pack, extend_tile_tokens, extend_tma, decode_kernel]
+std::vector<int64_t> launch_policy_op(c10::IntArrayRef config) {
+  const PlanConfig cfg = decode_config(config, 0);
+  LaunchPolicy p;
+  const std::string err = config_launch_policy(cfg, &p);
+  TORCH_CHECK(err.empty(), "mixed_attn: ", err);
+  return {int64_t(p.extend_kernel), p.extend_block_rows, p.extend_pack, p.extend_tile_tokens,
+          p.extend_tma ? 1 : 0, int64_t(p.decode_kernel)};
+}
+
+std::vector<std::string> plan_field_names_op(c10::string_view which) {
+  const char* const* names = nullptr;
+  if (which == "config") names = plan_config_field_names();
+  else if (which == "info") names = plan_info_field_names();
+  TORCH_CHECK(names != nullptr, "mixed_attn.plan_field_names: which must be 'config' or 'info', got '",
+              std::string(which), "'");
+  std::vector<std::string> out;
+  for (; *names != nullptr; ++names) out.emplace_back(*names);
+  return out;
+}
+
+// [kind, arch, num_sms, sm90_extend, tma_encoder] of DeviceDesc.
+std::vector<int64_t> device_desc_op(c10::Device device) {
+  DeviceDesc d;
+#ifdef MIXED_ATTN_WITH_CUDA
+  if (device.is_cuda()) {
+    const char* err = gpu::query_device(device.has_index() ? device.index() : -1, &d);
+    TORCH_CHECK(err == nullptr, "mixed_attn.device_desc: ", err);
+    return {int64_t(d.kind), d.arch, d.num_sms, d.sm90_extend ? 1 : 0, d.tma_encoder ? 1 : 0};
+  }
+#endif
+  TORCH_CHECK(device.is_cpu(), "mixed_attn: this build has no kernels for ", device,
+              " (built without its GPU backend)");
+  return {int64_t(d.kind), d.arch, d.num_sms, 0, 0};
 }
 
 // Page ids are host-readable here, so the CPU path always checks them.
@@ -98,15 +121,6 @@ void forward_cpu(const at::Tensor& q, const std::optional<at::Tensor>& k,
   cpu::decode(L.decode);
 }
 
-int64_t extend_tile_tokens_op(c10::Device device, int64_t head_dim, int64_t group_size) {
-#ifdef MIXED_ATTN_WITH_CUDA
-  if (device.is_cuda()) return gpu::extend_tile_tokens(int(head_dim), int(group_size));
-#endif
-  TORCH_CHECK(device.is_cpu(), "mixed_attn: this build has no kernels for ", device,
-              " (built without its GPU backend)");
-  return 16;
-}
-
 int64_t plan_meta_capacity_op(int64_t max_rows, int64_t max_tokens, int64_t extend_tile_tokens) {
   return plan_meta_capacity(max_rows, max_tokens, extend_tile_tokens);
 }
@@ -120,6 +134,8 @@ TORCH_LIBRARY_IMPL(mixed_attn, CPU, m) {
 }
 
 TORCH_LIBRARY_IMPL(mixed_attn, CompositeExplicitAutograd, m) {
-  m.impl("extend_tile_tokens", &mixed_attn::extend_tile_tokens_op);
+  m.impl("launch_policy", &mixed_attn::launch_policy_op);
+  m.impl("plan_field_names", &mixed_attn::plan_field_names_op);
+  m.impl("device_desc", &mixed_attn::device_desc_op);
   m.impl("plan_meta_capacity", &mixed_attn::plan_meta_capacity_op);
 }

@@ -6,13 +6,11 @@
 TORCH_LIBRARY(mixed_attn, m) {
   // Host planner (CPU tensors only). Writes the step's metadata into meta_out
   // (a pinned int32 buffer) and returns plan_info; the caller then issues the
-  // one async host-to-device copy of meta_out[:plan_info[meta_len]].
+  // one async host-to-device copy of meta_out[:plan_info[meta_len]]. `config`
+  // is a PlanConfig as a list (field names: plan_field_names("config")).
   m.def(
       "plan(Tensor qo_indptr, Tensor kv_indptr, Tensor seq_lens, Tensor(a!) meta_out, "
-      "int page_size, int num_qo_heads, int num_kv_heads, int head_dim, int window_left, "
-      "int mode, int num_sms, bool deterministic, int fixed_split_tokens, "
-      "int max_splits_per_row, int extend_tile_tokens, int min_split_tokens=256, "
-      "int ctas_per_sm=2) -> int[]");
+      "int[] config) -> int[]");
 
   // The whole mixed step of one layer: KV save (when k and v are given), the
   // extend rows through the extend kernel, the decode rows through the split-KV
@@ -24,8 +22,17 @@ TORCH_LIBRARY(mixed_attn, m) {
       "Tensor? sinks, float sm_scale, float logit_cap, int window_left, "
       "float k_scale, float v_scale) -> ()");
 
-  // Query tokens per extend tile that the backend of `device` expects in plans.
-  m.def("extend_tile_tokens(Device device, int head_dim, int group_size) -> int");
+  // The per-wrapper launch policy of a config: [extend_kernel, extend_block_rows,
+  // extend_pack, extend_tile_tokens, extend_tma, decode_kernel]; an error names an
+  // override the device cannot honour.
+  m.def("launch_policy(int[] config) -> int[]");
+
+  // Field names of a plan config ("config") or of plan_info ("info"), in order.
+  m.def("plan_field_names(str which) -> str[]");
+
+  // What the planner needs to know of a device: [kind, arch, num_sms,
+  // sm90_extend, tma_encoder] (launch_policy.h, DeviceDesc).
+  m.def("device_desc(Device device) -> int[]");
 
   // int32 entries a plan metadata buffer needs for this many rows and tokens.
   m.def("plan_meta_capacity(int max_rows, int max_tokens, int extend_tile_tokens) -> int");

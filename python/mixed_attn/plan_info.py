@@ -1,44 +1,74 @@
-"""Field indices of ``plan_info``, mirroring ``PlanInfoField`` in csrc/include/mixed_attn/plan.h."""
+"""Python view of ``plan_info`` and of the planner's config list.
 
-FIELDS = (
-    "magic",
-    "num_rows",
-    "num_tokens",
-    "mode",
-    "num_decode_rows",
-    "num_extend_rows",
-    "num_extend_tiles",
-    "extend_tile_tokens",
-    "num_partials",
-    "max_splits",
-    "meta_len",
-    "off_qo_indptr",
-    "off_kv_indptr",
-    "off_seq_lens",
-    "off_decode_rows",
-    "off_decode_split_indptr",
-    "off_decode_kv_start",
-    "off_decode_chunk_tokens",
-    "off_extend_tiles",
-    "num_kv_pages",
-    "page_size",
-    "num_qo_heads",
-    "num_kv_heads",
-    "head_dim",
-    "window_left",
-    "deterministic",
-    "max_q_len",
-    "max_seq_len",
-)
+The field lists are defined once, in C++ (``PlanInfoField`` / ``PlanConfigField`` in
+csrc/include/mixed_attn/plan.h), and read from the extension here.
+"""
+
+import torch
+
+from . import _ops  # noqa: F401  (registers torch.ops.mixed_attn)
+
+FIELDS = tuple(torch.ops.mixed_attn.plan_field_names("info"))
+CONFIG_FIELDS = tuple(torch.ops.mixed_attn.plan_field_names("config"))
 INDEX = {name: i for i, name in enumerate(FIELDS)}
+CONFIG_INDEX = {name: i for i, name in enumerate(CONFIG_FIELDS)}
 MAGIC = 0x6D69786564
 MODE_SPLIT = 0
 MODE_FOLD = 1
+EXTEND_KERNEL_NAMES = ("auto", "mma", "sm90", "cpu")
+DECODE_KERNEL_NAMES = ("auto", "tensor_core", "portable", "cpu")
+
+# Defaults of the config fields a caller may leave out (the wrapper's defaults).
+CONFIG_DEFAULTS = dict(window_left=-1, mode=MODE_SPLIT, deterministic=0, fixed_split_tokens=2048,
+                       max_splits_per_row=32, min_split_tokens=256, ctas_per_sm=2, kv_fp8=0,
+                       extend_kernel=0, decode_kernel=0, extend_kv_splits=0, extend_tma=-1,
+                       extend_tile_tokens=0)
+
+_device_descs = {}
+
+
+def device_desc(device):
+    """[kind, arch, num_sms, sm90_extend, tma_encoder] of a device, queried once per device."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    key = str(device)
+    if key not in _device_descs:
+        _device_descs[key] = list(torch.ops.mixed_attn.device_desc(device))
+    return _device_descs[key]
+
+
+def make_config(device, page_size, num_qo_heads, num_kv_heads, head_dim, num_sms=None, **fields):
+    """The planner's config list for a device; unknown field names are an error."""
+    kind, arch, sms, sm90, tma = device_desc(device)
+    values = dict(CONFIG_DEFAULTS)
+    values.update(page_size=page_size, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads,
+                  head_dim=head_dim, device_kind=kind, device_arch=arch,
+                  num_sms=sms if num_sms is None else num_sms, device_sm90_extend=sm90,
+                  device_tma_encoder=tma)
+    for name, value in fields.items():
+        if name not in CONFIG_INDEX:
+            raise TypeError(f"mixed_attn: unknown plan config field {name!r}")
+        values[name] = int(value)
+    return [int(values[name]) for name in CONFIG_FIELDS]
 
 
 def field(info, name):
     """Value of one named field of a plan_info list."""
     return int(info[INDEX[name]])
+
+
+def launch_summary(info):
+    """The launch decisions a plan recorded, by name."""
+    return {
+        "extend_kernel": EXTEND_KERNEL_NAMES[field(info, "extend_kernel")],
+        "extend_tile_tokens": field(info, "extend_tile_tokens"),
+        "extend_block_rows": field(info, "extend_block_rows"),
+        "extend_kv_splits": field(info, "extend_kv_splits"),
+        "extend_tma": bool(field(info, "extend_tma")),
+        "decode_kernel": DECODE_KERNEL_NAMES[field(info, "decode_kernel")],
+        "max_decode_splits": field(info, "max_splits"),
+    }
 
 
 def unpack_meta(info, meta):

@@ -105,3 +105,43 @@ def op_forward(plan, q, k_cache, v_cache, kv_indices, out, lse=None, sinks=None,
     torch.ops.mixed_attn.forward(q, k, v, k_cache, v_cache, kv_indices, plan.meta, plan.info,
                                  partial_out, partial_lse, out, lse, sinks, sm_scale, logit_cap,
                                  window_left, k_scale, v_scale)
+
+
+class OpExtend:
+    """The extend kernel alone through torch.ops.mixed_attn, for kernel tests and benchmarks:
+    plans with the real planner (fold mode: every row is an extend-kernel row) and runs forward
+    with no KV save and no arena. `request` holds launch-policy overrides applied to every plan
+    (config field names: extend_kernel=1 for the mma.sync kernel, extend_kv_splits=N, ...)."""
+
+    def __init__(self, device="cuda"):
+        self.device = torch.device(device)
+        self.request = {}
+
+    def _config(self, page_size, hq, hkv, d, **fields):
+        from .plan_info import make_config
+
+        return make_config(self.device, page_size, hq, hkv, d, **{**self.request, **fields})
+
+    def tile_tokens(self, head_dim, group):
+        return int(torch.ops.mixed_attn.launch_policy(self._config(16, group, 1, head_dim))[3])
+
+    def plan(self, qo_indptr, kv_indptr, seq_lens, page_size, hq, hkv, d, window_left=-1,
+             mode=1, tile_tokens=None, deterministic=False, **request):
+        qo = torch.tensor(qo_indptr, dtype=torch.int32)
+        cfg = self._config(page_size, hq, hkv, d, window_left=window_left, mode=mode,
+                           deterministic=deterministic, extend_tile_tokens=tile_tokens or 0, **request)
+        tt = int(torch.ops.mixed_attn.launch_policy(cfg)[3])
+        cap = torch.ops.mixed_attn.plan_meta_capacity(len(seq_lens), int(qo[-1]), tt)
+        meta = torch.zeros(cap, dtype=torch.int32)
+        info = torch.ops.mixed_attn.plan(qo, torch.tensor(kv_indptr, dtype=torch.int32),
+                                         torch.tensor(seq_lens, dtype=torch.int32), meta, cfg)
+        return info, meta.to(self.device)
+
+    def run(self, info, meta, q, k_cache, v_cache, kv_indices, out, lse=None, sinks=None,
+            sm_scale=None, logit_cap=0.0, window_left=-1, k_scale=1.0, v_scale=1.0, stream=None):
+        if sm_scale is None:
+            sm_scale = q.shape[-1] ** -0.5
+        with torch.cuda.stream(stream or torch.cuda.current_stream()):
+            torch.ops.mixed_attn.forward(q, None, None, k_cache, v_cache, kv_indices, meta, info, None,
+                                         None, out, lse, sinks, sm_scale, logit_cap, window_left,
+                                         k_scale, v_scale)

@@ -12,11 +12,11 @@ are given: the decode mid-buffers are row slices of an arena allocated when the 
 
 import logging
 import math
-import os
 
 import torch
 
 from . import _ops  # noqa: F401  (registers torch.ops.mixed_attn)
+from . import env as _env
 from . import plan_info as _pi
 
 logger = logging.getLogger("mixed_attn")
@@ -27,8 +27,14 @@ _logged_paths = set()
 
 
 def split_dispatch_enabled():
-    """False when MIXED_ATTN_SPLIT_DISPATCH=0 forces every row through the extend kernel."""
-    return os.environ.get(SPLIT_DISPATCH_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+    """False when MIXED_ATTN_SPLIT_DISPATCH=0 (read once, at import) forces fold dispatch."""
+    return _env.SPLIT_DISPATCH
+
+
+def _choice(value, table, name):
+    if value not in table:
+        raise ValueError(f"mixed_attn: {name} must be one of {sorted(table)}, got {value!r}")
+    return table[value]
 
 
 def _log_path_once(path, detail):
@@ -67,13 +73,23 @@ class MixedAttention:
         min_split_tokens, ctas_per_sm: the SM-aware policy never splits finer than
             min_split_tokens keys and aims for ctas_per_sm decode CTAs per SM.
         validate: check page ids on the host before each run (syncs; for debugging).
+        extend_backend: "auto" (the sm_90a kernel on H100/H200 builds with sm_90a, else the
+            portable one), "mma" (the portable mma.sync / MFMA kernel) or "sm90".
+        decode_backend: "auto", "tensor_core" (CUDA) or "portable" (matrix-free stage 1).
+        extend_kv_splits: 0 lets the plan split extend tiles' K/V over a 2-CTA cluster when
+            the launch would leave the last wave idle (never in deterministic mode); 1 or 2 fixes it.
+        extend_tma: None (policy), False (cp.async only) or True (TMA for interior K/V tiles).
+        The four default to the MIXED_ATTN_* variables of mixed_attn/env.py. Every launch
+        decision is made by the planner and recorded in the plan (`launch_policy`, and per
+        step `plan_launch`); an override the device cannot honour is an error here.
     """
 
     def __init__(self, num_qo_heads, num_kv_heads, head_dim, page_size, device="cuda",
                  q_dtype=torch.bfloat16, kv_dtype=None, max_batch=256, max_tokens=16384,
                  window_left=-1, logit_cap=0.0, sm_scale=None, deterministic=False, mode="split",
                  max_splits_per_row=32, fixed_split_tokens=2048, num_sms=None, validate=False,
-                 min_split_tokens=256, ctas_per_sm=2):
+                 min_split_tokens=256, ctas_per_sm=2, extend_backend=None, decode_backend=None,
+                 extend_kv_splits=None, extend_tma=None):
         if mode not in _MODES:
             raise ValueError(f"mixed_attn: mode must be 'split' or 'fold', got {mode!r}")
         if num_qo_heads % num_kv_heads != 0:
@@ -98,12 +114,29 @@ class MixedAttention:
         self.mode = "fold" if self.forced_fold else mode
         if self.forced_fold:
             logger.info("mixed_attn: %s=0 forces fold dispatch", SPLIT_DISPATCH_ENV)
-        if num_sms is None:
-            num_sms = (torch.cuda.get_device_properties(self.device).multi_processor_count
-                       if self.device.type == "cuda" else 132)
-        self.num_sms = int(num_sms)
-        self.extend_tile_tokens = torch.ops.mixed_attn.extend_tile_tokens(
-            self.device, head_dim, num_qo_heads // num_kv_heads)
+        extend_backend = _env.EXTEND_KERNEL if extend_backend is None else extend_backend
+        decode_backend = _env.DECODE_KERNEL if decode_backend is None else decode_backend
+        extend_kv_splits = _env.EXTEND_KV_SPLITS if extend_kv_splits is None else int(extend_kv_splits)
+        if extend_tma is None:
+            extend_tma = _env.EXTEND_TMA
+        # The CPU implementation has no kernel families: "auto" there.
+        on_cpu = self.device.type == "cpu"
+        self._config = _pi.make_config(
+            self.device, page_size, num_qo_heads, num_kv_heads, head_dim, num_sms=num_sms,
+            window_left=self.window_left, mode=_MODES[self.mode], deterministic=self.deterministic,
+            fixed_split_tokens=self.fixed_split_tokens, max_splits_per_row=self.max_splits_per_row,
+            min_split_tokens=self.min_split_tokens, ctas_per_sm=self.ctas_per_sm,
+            kv_fp8=self.kv_dtype == torch.float8_e4m3fn,
+            extend_kernel=0 if on_cpu else _choice(extend_backend, _env.EXTEND_KERNELS, "extend_backend"),
+            decode_kernel=0 if on_cpu else _choice(decode_backend, _env.DECODE_KERNELS, "decode_backend"),
+            extend_kv_splits=extend_kv_splits, extend_tma=int(extend_tma))
+        self.num_sms = self._config[_pi.CONFIG_INDEX["num_sms"]]
+        kernel, rows, pack, tile, tma, dkernel = torch.ops.mixed_attn.launch_policy(self._config)
+        self.launch_policy = {
+            "extend_kernel": _pi.EXTEND_KERNEL_NAMES[kernel], "extend_block_rows": rows,
+            "extend_pack": pack, "extend_tile_tokens": tile, "extend_tma": bool(tma),
+            "decode_kernel": _pi.DECODE_KERNEL_NAMES[dkernel]}
+        self.extend_tile_tokens = tile
 
         self.max_batch, self.max_tokens = int(max_batch), int(max_tokens)
         self._alloc_meta(self.max_batch, self.max_tokens)
@@ -174,11 +207,7 @@ class MixedAttention:
         return info
 
     def _plan_into(self, host, qo, kv, sl):
-        return torch.ops.mixed_attn.plan(
-            qo, kv, sl, host, self.page_size, self.num_qo_heads, self.num_kv_heads,
-            self.head_dim, self.window_left, _MODES[self.mode], self.num_sms, self.deterministic,
-            self.fixed_split_tokens, self.max_splits_per_row, self.extend_tile_tokens,
-            self.min_split_tokens, self.ctas_per_sm)
+        return torch.ops.mixed_attn.plan(qo, kv, sl, host, self._config)
 
     def _grow_meta(self, qo):
         B, T = qo.numel() - 1, int(qo[-1])
@@ -224,6 +253,11 @@ class MixedAttention:
             if lo < 0 or hi >= num_pages:
                 raise ValueError(f"mixed_attn.run: kv_indices holds page id {lo if lo < 0 else hi}, "
                                  f"outside the cache's {num_pages} pages")
+
+    @property
+    def plan_launch(self):
+        """The launch decisions of the current plan (kernels, tile, KV splits, TMA)."""
+        return _pi.launch_summary(self.plan_info) if self.plan_info else None
 
     @property
     def num_decode_rows(self):

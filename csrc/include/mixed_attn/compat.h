@@ -29,6 +29,7 @@ using ma_bf16 = hip_bfloat16;
 #endif
 // CDNA wavefronts are 64 lanes wide.
 constexpr int kWarpSize = 64;
+constexpr bool kIsHip = true;
 #define MA_SHFL_XOR(v, m) __shfl_xor((v), (m))
 #else
 #include <cuda_bf16.h>
@@ -46,6 +47,7 @@ using gpuError_t = cudaError_t;
 using ma_half = __half;
 using ma_bf16 = __nv_bfloat16;
 constexpr int kWarpSize = 32;
+constexpr bool kIsHip = false;
 #define MA_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (m))
 #endif
 

@@ -38,6 +38,12 @@ struct PlanView {
   int32_t max_splits;                  // largest split count of any decode row
   int32_t deterministic;               // 1: batch-invariant results (no work splitting that
                                        // depends on the size of the launch)
+  // Launch decisions of the plan (launch_policy.h); launchers follow them.
+  int32_t extend_kernel;               // ExtendKernel
+  int32_t extend_block_rows;           // query rows per extend CTA the tiles were cut for
+  int32_t extend_kv_splits;            // CTAs of one cluster per extend query tile (sm_90a)
+  int32_t extend_tma;                  // 1: interior K/V tiles by TMA (sm_90a)
+  int32_t decode_kernel;               // DecodeKernel
 };
 
 // What every attention kernel reads: queries, paged cache, output, options.

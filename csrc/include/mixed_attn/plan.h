@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "mixed_attn/launch_policy.h"
 #include "mixed_attn/params.h"
 
 namespace mixed_attn {
@@ -27,18 +28,58 @@ struct PlanConfig {
   int32_t head_dim = 0;
   int32_t window_left = -1;          // -1: no window; decode splits skip keys outside it
   DispatchMode mode = DispatchMode::kSplit;
-  int32_t num_sms = 132;             // streaming multiprocessors of the target GPU
   bool deterministic = false;        // fixed-size splits: batch-invariant decode rows
   int32_t fixed_split_tokens = 2048; // keys per split in deterministic mode
   int32_t max_splits_per_row = 32;   // cap of the SM-aware policy
   int32_t min_split_tokens = 256;    // SM-aware policy never splits finer than this
   int32_t ctas_per_sm = 2;           // SM-aware policy aims for this many decode CTAs per SM
-  int32_t extend_tile_tokens = 64;   // query tokens per extend tile (backend-specific)
-  int64_t arena_slots = 0;           // partial slots the arena holds (for the report only)
+  bool kv_fp8 = false;               // the cache is float8_e4m3 (the sm_90a extend kernel takes b16 only)
+  DeviceDesc device;                 // what the plan is launched on
+  LaunchRequest request;             // the wrapper's overrides of the launch policy
   int64_t meta_capacity = 0;         // int32 entries the metadata buffer holds
 };
 
-// Indices into plan_info (int64). Kept in sync with python/mixed_attn/plan_info.py.
+// PlanConfig travels from Python to the plan op as one int list, in this order
+// (names exported by torch.ops.mixed_attn.plan_field_names("config")).
+enum PlanConfigField : int32_t {
+  kCfgPageSize = 0,
+  kCfgNumQoHeads,
+  kCfgNumKvHeads,
+  kCfgHeadDim,
+  kCfgWindowLeft,
+  kCfgMode,
+  kCfgDeterministic,
+  kCfgFixedSplitTokens,
+  kCfgMaxSplitsPerRow,
+  kCfgMinSplitTokens,
+  kCfgCtasPerSm,
+  kCfgKvFp8,
+  kCfgDeviceKind,
+  kCfgDeviceArch,
+  kCfgNumSms,
+  kCfgDeviceSm90Extend,
+  kCfgDeviceTmaEncoder,
+  kCfgExtendKernel,
+  kCfgDecodeKernel,
+  kCfgExtendKvSplits,
+  kCfgExtendTma,
+  kCfgExtendTileTokens,
+  kCfgNumFields
+};
+
+// Names of the PlanConfigField / PlanInfoField entries, in order (for the Python view).
+const char* const* plan_config_field_names();
+const char* const* plan_info_field_names();
+
+// Decodes a config list (kCfgNumFields entries). Returns an empty string or
+// what is wrong, naming the field.
+std::string config_from_list(const int64_t* values, int64_t len, PlanConfig* cfg);
+
+// The per-wrapper launch policy of a config (kernel families, tile, TMA).
+std::string config_launch_policy(const PlanConfig& cfg, LaunchPolicy* out);
+
+// Indices into plan_info (int64). python/mixed_attn/plan_info.py reads the names
+// from plan_info_field_names(): add a field here and there, nowhere else.
 enum PlanInfoField : int32_t {
   kPlanMagic = 0,          // kPlanMagicValue: catches a list that is not a plan
   kPlanNumRows,            // B
@@ -68,6 +109,11 @@ enum PlanInfoField : int32_t {
   kPlanDeterministic,
   kPlanMaxQLen,            // longest extend_len of any row
   kPlanMaxSeqLen,          // longest seq_len of any row
+  kPlanExtendKernel,       // ExtendKernel the extend tiles run on
+  kPlanExtendBlockRows,    // query rows per extend CTA (the kernel's tile)
+  kPlanExtendKvSplits,     // CTAs (of one cluster) sharing each extend query tile
+  kPlanExtendTma,          // 1: sm_90a interior K/V tiles by TMA
+  kPlanDecodeKernel,       // DecodeKernel of the decode rows
   kPlanNumFields
 };
 constexpr int64_t kPlanMagicValue = 0x6d69786564;  // "mixed"

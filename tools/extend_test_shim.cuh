@@ -1,36 +1,35 @@
-// C entry points for testing and benchmarking the extend kernel without the
-// torch binding: tests/test_cuda_extend.py and benchmarks/bench_extend.py
-// compile a one-line .cu that includes this header (together with
-// extend*.cu and the planner) into a shared library and call it via ctypes.
-// Not part of the extension build (CMake globs *.cu only).
+// Lab tool: C entry points for testing and timing extend-kernel variants without
+// rebuilding the extension: tools/extend_shim.py compiles a one-line .cu that
+// includes this header (with extend*.cu and the planner, under extra -D flags)
+// into a shared library and calls it via ctypes (tools/sweep_extend.py; the GPU
+// tests run against such a library when MA_EXTEND_LIB names it).
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "cuda/launch.h"
 #include "mixed_attn/plan.h"
 
 extern "C" {
 
-// Plans one step with the real planner. meta_out needs plan_meta_capacity
-// entries, info_out kPlanNumFields. Returns 0, or -1 with the error in err.
+// Plans one step with the real planner. config: a PlanConfig list (kCfgNumFields
+// entries, mixed_attn.plan_info.make_config). meta_out holds meta_cap entries, info_out
+// kPlanNumFields. Returns 0, or -1 with the error in err.
 int ma_ext_plan(const int32_t* qo_indptr, const int32_t* kv_indptr, const int32_t* seq_lens,
-                int num_rows, int page_size, int num_qo_heads, int num_kv_heads, int head_dim,
-                int window_left, int mode, int deterministic, int extend_tile_tokens, int32_t* meta_out,
-                int64_t* info_out, char* err, int err_len) {
+                int num_rows, const int64_t* config, int config_len, int32_t* meta_out,
+                int64_t meta_cap, int64_t* info_out, char* err, int err_len) {
   mixed_attn::PlanConfig cfg;
-  cfg.page_size = page_size;
-  cfg.num_qo_heads = num_qo_heads;
-  cfg.num_kv_heads = num_kv_heads;
-  cfg.head_dim = head_dim;
-  cfg.window_left = window_left;
-  cfg.mode = static_cast<mixed_attn::DispatchMode>(mode);
-  cfg.deterministic = deterministic != 0;
-  cfg.extend_tile_tokens = extend_tile_tokens;
-  mixed_attn::PlanInputs in{qo_indptr, kv_indptr, seq_lens, num_rows};
-  mixed_attn::PlanResult r = mixed_attn::plan_step(cfg, in, meta_out);
-  if (!r.ok) {
-    std::strncpy(err, r.error.c_str(), err_len - 1);
+  std::string e = mixed_attn::config_from_list(config, config_len, &cfg);
+  mixed_attn::PlanResult r;
+  if (e.empty()) {
+    cfg.meta_capacity = meta_cap;
+    mixed_attn::PlanInputs in{qo_indptr, kv_indptr, seq_lens, num_rows};
+    r = mixed_attn::plan_step(cfg, in, meta_out);
+    e = r.error;
+  }
+  if (!e.empty() || !r.ok) {
+    std::strncpy(err, e.c_str(), err_len - 1);
     err[err_len - 1] = 0;
     return -1;
   }
@@ -38,12 +37,10 @@ int ma_ext_plan(const int32_t* qo_indptr, const int32_t* kv_indptr, const int32_
   return 0;
 }
 
+int ma_ext_num_plan_fields() { return mixed_attn::kPlanNumFields; }
+
 int64_t ma_ext_meta_capacity(int64_t max_rows, int64_t max_tokens, int64_t tile_tokens) {
   return mixed_attn::plan_meta_capacity(max_rows, max_tokens, tile_tokens);
-}
-
-int ma_ext_tile_tokens(int head_dim, int group_size) {
-  return mixed_attn::gpu::extend_tile_tokens(head_dim, group_size);
 }
 
 // ptrs: q, k_cache, v_cache, kv_indices, out, lse (or null), sinks (or null)

@@ -1,7 +1,7 @@
 """Builds several tile shapes of the extend kernel and, for each, runs the tests and the benchmark.
 
 Used to choose the defaults of ExtendTraits (csrc/cuda/extend_kernel.cuh) in one device call:
-  python3 benchmarks/sweep_extend.py OUT_DIR [v0,w1,...]   (about 30 s per variant after the build)
+  python3 tools/sweep_extend.py OUT_DIR [v0,w1,...]   (about 30 s per variant after the build)
 Run it after scripts/build_inplace.sh: the test module imports mixed_attn, which needs _C.so.
 Each variant is a set of -DMA_EXTEND_D{64,128,256}_{W,MT,BN,ST,QR,WG} flags (warps, m16 tiles per
 warp, keys per K/V tile, pipeline stages, Q in registers, wgmma on sm_90a).
@@ -29,7 +29,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
 from extend_shim import build_library  # noqa: E402
 
 

@@ -1,7 +1,9 @@
-"""ctypes harness over csrc/cuda/extend_test_shim.cuh: the extend kernel built alone with nvcc,
-with extra -D flags, so that tile-shape variants can be tested and timed without rebuilding the
-extension (benchmarks/sweep_extend.py). The tests use it when MA_EXTEND_LIB names such a library;
-otherwise they go through torch.ops.mixed_attn.
+"""Lab tool: ctypes harness over tools/extend_test_shim.cuh, the extend kernel built alone with
+nvcc with extra -D flags, so that variants can be tested and timed without rebuilding the
+extension (tools/sweep_extend.py). The GPU tests use it when MA_EXTEND_LIB names such a library.
+Plans come from the real planner with configs from mixed_attn.plan_info.make_config (the installed
+extension describes the device); a variant that changes a kernel's rows must change
+csrc/include/mixed_attn/launch_policy.h too (the instantiations static_assert it).
 """
 
 import ctypes
@@ -19,7 +21,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FP8 = torch.float8_e4m3fn
 DTYPE_CODE = {torch.float16: 1, torch.bfloat16: 2, FP8: 3}
 MODE_SPLIT, MODE_FOLD = 0, 1
-NUM_PLAN_FIELDS = 28
 
 HAVE_CUDA = torch.cuda.is_available() and torch.version.cuda is not None
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
@@ -37,12 +38,13 @@ def build_library(out_dir=None, arch=None, extra_flags=()):
         arch = f"{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")
     shim = os.path.join(out_dir, "extend_shim.cu")
     with open(shim, "w") as f:
-        f.write('#include "cuda/extend_test_shim.cuh"\n')
+        f.write('#include "tools/extend_test_shim.cuh"\n')
     sources = [shim] + [os.path.join(ROOT, "csrc/cuda", n) for n in
-                        ("extend.cu", "extend_d64.cu", "extend_d128.cu", "extend_d256.cu")]
-    sources.append(os.path.join(ROOT, "csrc/planner/plan.cc"))
+                        ("extend.cu", "extend_d64.cu", "extend_d128.cu", "extend_d256.cu",
+                         "device_desc.cu")]
+    sources += [os.path.join(ROOT, "csrc/planner", n) for n in ("plan.cc", "launch_policy.cc")]
     flags = ["-std=c++17", "-O3", "-I" + os.path.join(ROOT, "csrc/include"),
-             "-I" + os.path.join(ROOT, "csrc"), f"-gencode=arch=compute_{arch},code=sm_{arch}",
+             "-I" + os.path.join(ROOT, "csrc"), "-I" + ROOT, f"-gencode=arch=compute_{arch},code=sm_{arch}",
              "-Xcompiler", "-fPIC"] + (["-DMA_EXTEND_SM90_BUILT=1"] if arch == "90a" else []) + list(extra_flags)
     procs, objs = [], []
     for src in sources:
@@ -64,42 +66,52 @@ def build_library(out_dir=None, arch=None, extra_flags=()):
 
 
 class ExtendLib:
-    """ctypes view of the shim: plan with the real planner, run launch_extend."""
+    """ctypes view of the shim: plan with the real planner, run launch_extend. `request` holds
+    launch-policy overrides (config field names), as in mixed_attn.testing.OpExtend."""
 
-    def __init__(self, path):
+    def __init__(self, path, device="cuda"):
         self.lib = ctypes.CDLL(path)
+        self.device = device
+        self.request = {}
         L = self.lib
         P = ctypes.c_void_p
-        L.ma_ext_plan.argtypes = [P, P, P] + [ctypes.c_int] * 9 + [P, P, ctypes.c_char_p, ctypes.c_int]
+        L.ma_ext_plan.argtypes = [P, P, P, ctypes.c_int, P, ctypes.c_int, P, ctypes.c_int64, P,
+                                  ctypes.c_char_p, ctypes.c_int]
         L.ma_ext_plan.restype = ctypes.c_int
+        L.ma_ext_num_plan_fields.restype = ctypes.c_int
         L.ma_ext_meta_capacity.argtypes = [ctypes.c_int64] * 3
         L.ma_ext_meta_capacity.restype = ctypes.c_int64
-        L.ma_ext_tile_tokens.argtypes = [ctypes.c_int, ctypes.c_int]
-        L.ma_ext_tile_tokens.restype = ctypes.c_int
         L.ma_ext_run.argtypes = [P, P, P, P, P, P]
         L.ma_ext_run.restype = ctypes.c_char_p
 
+    def _config(self, page_size, hq, hkv, d, **fields):
+        from mixed_attn.plan_info import make_config
+
+        return make_config(self.device, page_size, hq, hkv, d, **{**self.request, **fields})
+
     def tile_tokens(self, head_dim, group):
-        return self.lib.ma_ext_tile_tokens(head_dim, group)
+        return int(torch.ops.mixed_attn.launch_policy(self._config(16, group, 1, head_dim))[3])
 
     def plan(self, qo_indptr, kv_indptr, seq_lens, page_size, hq, hkv, d, window_left=-1,
-             mode=MODE_FOLD, tile_tokens=None, deterministic=False):
+             mode=MODE_FOLD, tile_tokens=None, deterministic=False, **request):
         """Returns (info int64 cpu tensor, meta int32 cuda tensor)."""
         qo = torch.tensor(qo_indptr, dtype=torch.int32)
         kv = torch.tensor(kv_indptr, dtype=torch.int32)
         sl = torch.tensor(seq_lens, dtype=torch.int32)
         B = len(seq_lens)
-        if tile_tokens is None:
-            tile_tokens = self.tile_tokens(d, hq // hkv)
-        cap = self.lib.ma_ext_meta_capacity(B, int(qo[-1]), tile_tokens)
+        cfg = self._config(page_size, hq, hkv, d, window_left=window_left, mode=mode,
+                           deterministic=deterministic, extend_tile_tokens=tile_tokens or 0, **request)
+        tt = int(torch.ops.mixed_attn.launch_policy(cfg)[3])
+        cap = self.lib.ma_ext_meta_capacity(B, int(qo[-1]), tt)
         meta = torch.zeros(cap, dtype=torch.int32)
-        info = torch.zeros(NUM_PLAN_FIELDS, dtype=torch.int64)
+        info = torch.zeros(self.lib.ma_ext_num_plan_fields(), dtype=torch.int64)
+        config = torch.tensor(cfg, dtype=torch.int64)
         err = ctypes.create_string_buffer(512)
-        rc = self.lib.ma_ext_plan(qo.data_ptr(), kv.data_ptr(), sl.data_ptr(), B, page_size, hq, hkv, d,
-                                  window_left, mode, int(deterministic), tile_tokens, meta.data_ptr(), info.data_ptr(), err, 512)
+        rc = self.lib.ma_ext_plan(qo.data_ptr(), kv.data_ptr(), sl.data_ptr(), B, config.data_ptr(),
+                                  len(cfg), meta.data_ptr(), cap, info.data_ptr(), err, 512)
         if rc != 0:
             raise RuntimeError(err.value.decode())
-        return info, meta.cuda()
+        return [int(x) for x in info], meta.cuda()
 
     def run(self, info, meta, q, k_cache, v_cache, kv_indices, out, lse=None, sinks=None, sm_scale=None,
             logit_cap=0.0, window_left=-1, k_scale=1.0, v_scale=1.0, stream=None):
@@ -118,7 +130,8 @@ class ExtendLib:
         floats = (ctypes.c_float * 4)(sm_scale, logit_cap, k_scale, v_scale)
         if stream is None:
             stream = torch.cuda.current_stream().cuda_stream
-        err = self.lib.ma_ext_run(info.data_ptr(), meta.data_ptr(), ptrs, ints, floats, ctypes.c_void_p(stream))
+        info_t = torch.tensor(info, dtype=torch.int64)
+        err = self.lib.ma_ext_run(info_t.data_ptr(), meta.data_ptr(), ptrs, ints, floats, ctypes.c_void_p(stream))
         if err is not None:
             raise RuntimeError(err.decode())
 

@@ -1,0 +1,129 @@
+// The launch policy: every decision about how a step is launched, made on the
+// host from a small description of the device, recorded in the plan.
+//
+// Plain C++ (no torch, no CUDA): the planner calls it, the CPU tests check its
+// decisions, and the kernels include it only for the shapes and pack_factor
+// below (one copy of each). Launchers and kernels read the decisions from
+// PlanView and decide nothing themselves, so a plan and its launch never
+// disagree (design.md, "The plan owns every launch decision").
+#pragma once
+#include <cstdint>
+#include <string>
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define MA_HOST_DEVICE __host__ __device__
+#else
+#define MA_HOST_DEVICE
+#endif
+
+namespace mixed_attn {
+
+// What the planner knows of the device it plans for. Filled once per device by
+// torch.ops.mixed_attn.device_desc (csrc/cuda/device_desc.cu for GPUs).
+enum class DeviceKind : int32_t { kCpu = 0, kCuda = 1, kHip = 2 };
+struct DeviceDesc {
+  DeviceKind kind = DeviceKind::kCpu;
+  int32_t arch = 0;               // CUDA: 10 * major + minor (90 on H100/H200); 0 otherwise
+  int32_t num_sms = 132;          // SMs / CUs the split policies fill
+  bool sm90_extend = false;       // the build holds sm_90a code and the device is cc 9.0
+  bool tma_encoder = false;       // the driver exports cuTensorMapEncodeTiled
+};
+
+// Kernel families. kAuto is a request only; a plan always records a concrete one.
+enum class ExtendKernel : int32_t {
+  kAuto = 0,
+  kMma = 1,   // portable FlashAttention-2-style kernel: mma.sync on NVIDIA, MFMA on CDNA
+  kSm90 = 2,  // warp-specialised wgmma/TMA kernel (sm_90a builds on cc 9.0)
+  kHost = 3,  // the CPU implementation
+};
+enum class DecodeKernel : int32_t {
+  kAuto = 0,
+  kTensorCore = 1,  // mma.sync stage 1 (CUDA)
+  kPortable = 2,    // matrix-free stage 1 (HIP, and a second implementation on CUDA)
+  kHost = 3,        // the CPU implementation
+};
+
+// What the wrapper may force (its extend_backend= / decode_backend= /
+// extend_kv_splits= / extend_tma= arguments, defaulted from the environment in
+// python/mixed_attn/env.py). Zero / -1 leave the choice to the policy.
+struct LaunchRequest {
+  ExtendKernel extend_kernel = ExtendKernel::kAuto;
+  DecodeKernel decode_kernel = DecodeKernel::kAuto;
+  int32_t extend_kv_splits = 0;  // 0: policy; N >= 1: N CTAs per query tile (clamped to the max)
+  int32_t extend_tma = -1;       // -1: policy; 0: cp.async only; 1: TMA (an error where impossible)
+  int32_t extend_tile_tokens = 0;  // 0: the kernel's tile; N: tiles of N query tokens (every kernel
+                                   // runs any tile size, in passes; oracles and tests use this)
+};
+
+// The per-wrapper part of the policy: depends on the model and the device only.
+struct LaunchPolicy {
+  ExtendKernel extend_kernel = ExtendKernel::kHost;
+  int32_t extend_block_rows = 0;    // query rows (query x packed head) per extend CTA
+  int32_t extend_pack = 1;          // q heads of one KV head packed into a CTA's rows
+  int32_t extend_tile_tokens = 16;  // query tokens per extend tile: block_rows / pack
+  int32_t extend_max_kv_splits = 1; // CTAs that may share one query tile (sm_90a: 2)
+  bool extend_tma = false;          // sm_90a: interior K/V tiles by TMA, else cp.async
+  DecodeKernel decode_kernel = DecodeKernel::kHost;
+};
+
+// Largest divisor of the GQA group that fits in `rows`: the q heads packed
+// into a CTA's rows (rows = query * pack + head).
+MA_HOST_DEVICE inline int pack_factor(int group, int rows) {
+  int p = group < rows ? group : rows;
+  if (p < 1) return 1;
+  while (group % p != 0) --p;
+  return p;
+}
+
+// Query rows per CTA of each extend kernel at each head dim. The kernels' traits
+// (extend_kernel.cuh, extend_sm90.cuh) must agree: the instantiation files
+// static_assert it, and the launchers reject a plan made for other rows.
+MA_HOST_DEVICE constexpr int extend_mma_block_rows(int head_dim, bool hip) {
+  // CUDA: 4 warps x 2 m16 tiles at d64, 8 warps x 1 at d128/d256. CDNA (64 KB of
+  // LDS per workgroup): 4 waves x 2 at d64, 4 x 1 at d128/d256.
+  return head_dim == 64    ? 128
+         : head_dim == 128 ? (hip ? 64 : 128)
+         : head_dim == 256 ? (hip ? 64 : 128)
+                           : 0;
+}
+// Three consumer warpgroups (64 rows each) share every K/V tile at d64/d128; at
+// d256 O alone takes 128 registers a thread, so two.
+MA_HOST_DEVICE constexpr int extend_sm90_block_rows(int head_dim) {
+  return head_dim == 64 || head_dim == 128 ? 192 : head_dim == 256 ? 128 : 0;
+}
+// Ranks 1.. of a KV-split cluster park their partial state in rank 0's shared
+// memory, which has room for one partial at every head dim: two splits at most
+// (three measured slower where they fit: benchmarks/RESULTS.md).
+constexpr int kSm90MaxKvSplits = 2;
+// Query tokens per tile of the CPU implementation (it has no tile shape; any works).
+constexpr int kHostTileTokens = 16;
+
+// Chooses the per-wrapper policy. Returns an empty string, or an error that
+// names the request that cannot be honoured on this device.
+std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_t group_size,
+                                 int32_t page_size, bool kv_fp8, const LaunchRequest& req,
+                                 LaunchPolicy* out);
+
+// KV splits per query tile of the sm_90a kernel for a launch of `blocks` (tile,
+// head group) CTAs, one CTA per SM. Few long tiles leave SMs idle in the last
+// wave; splitting each tile's K/V range over S CTAs of a cluster gives S times as
+// many CTAs of 1/S the work. Cost in units of one unsplit CTA: ceil(blocks * S /
+// SMs) / S; ties go to the split; launches of three waves or more keep S = 1
+// (their costliest-first order already fills the last wave). The measurements
+// behind these rules are in benchmarks/RESULTS.md.
+inline int sm90_kv_splits(int64_t blocks, int num_sms, int max_splits) {
+  if (num_sms < 1 || blocks < 1 || blocks >= 3 * int64_t(num_sms)) return 1;
+  int best = 1;
+  double best_cost = double((blocks + num_sms - 1) / num_sms);
+  for (int s = 2; s <= max_splits; ++s) {
+    const double cost = double((blocks * s + num_sms - 1) / num_sms) / s;
+    if (cost <= best_cost) best = s, best_cost = cost;
+  }
+  return best;
+}
+
+// Names for messages and for plan_info readers.
+const char* extend_kernel_name(ExtendKernel k);
+const char* decode_kernel_name(DecodeKernel k);
+
+}  // namespace mixed_attn

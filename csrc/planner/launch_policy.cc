@@ -1,0 +1,135 @@
+// The launch policy: see mixed_attn/launch_policy.h.
+#include "mixed_attn/launch_policy.h"
+
+#include <sstream>
+
+namespace mixed_attn {
+namespace {
+
+template <typename... Args>
+std::string cat(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+
+std::string describe(const DeviceDesc& d) {
+  switch (d.kind) {
+    case DeviceKind::kCpu: return "the CPU";
+    case DeviceKind::kHip: return "an AMD GPU";
+    case DeviceKind::kCuda:
+      return cat("a compute-capability ", d.arch / 10, ".", d.arch % 10, " GPU",
+                 d.sm90_extend ? "" : (d.arch == 90 ? " (this build has no sm_90a code)" : ""));
+  }
+  return "an unknown device";
+}
+
+}  // namespace
+
+const char* extend_kernel_name(ExtendKernel k) {
+  switch (k) {
+    case ExtendKernel::kAuto: return "auto";
+    case ExtendKernel::kMma: return "mma";
+    case ExtendKernel::kSm90: return "sm90";
+    case ExtendKernel::kHost: return "cpu";
+  }
+  return "?";
+}
+
+const char* decode_kernel_name(DecodeKernel k) {
+  switch (k) {
+    case DecodeKernel::kAuto: return "auto";
+    case DecodeKernel::kTensorCore: return "tensor_core";
+    case DecodeKernel::kPortable: return "portable";
+    case DecodeKernel::kHost: return "cpu";
+  }
+  return "?";
+}
+
+std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_t group_size,
+                                 int32_t page_size, bool kv_fp8, const LaunchRequest& req,
+                                 LaunchPolicy* out) {
+  LaunchPolicy p;
+  if (group_size < 1) return cat("num_qo_heads / num_kv_heads must be >= 1, got ", group_size);
+
+  // The extend kernel family.
+  const ExtendKernel want = req.extend_kernel;
+  if (dev.kind == DeviceKind::kCpu) {
+    if (want == ExtendKernel::kMma || want == ExtendKernel::kSm90)
+      return cat("extend_backend='", extend_kernel_name(want), "' is a GPU kernel: the plan is for the CPU");
+    p.extend_kernel = ExtendKernel::kHost;
+  } else {
+    if (want == ExtendKernel::kHost)
+      return cat("extend_backend='cpu' plans for the CPU implementation, but the device is ", describe(dev));
+    if (want == ExtendKernel::kSm90) {
+      if (!dev.sm90_extend)
+        return cat("extend_backend='sm90' needs an sm_90a build on a compute-capability 9.0 GPU; the device is ",
+                   describe(dev));
+      if (kv_fp8) return "extend_backend='sm90' takes bf16/fp16 caches only, the cache is float8_e4m3fn";
+      p.extend_kernel = ExtendKernel::kSm90;
+    } else if (want == ExtendKernel::kMma) {
+      p.extend_kernel = ExtendKernel::kMma;
+    } else {
+      p.extend_kernel = dev.sm90_extend && !kv_fp8 ? ExtendKernel::kSm90 : ExtendKernel::kMma;
+    }
+  }
+  switch (p.extend_kernel) {
+    case ExtendKernel::kSm90:
+      p.extend_block_rows = extend_sm90_block_rows(head_dim);
+      p.extend_max_kv_splits = kSm90MaxKvSplits;
+      break;
+    case ExtendKernel::kMma:
+      p.extend_block_rows = extend_mma_block_rows(head_dim, dev.kind == DeviceKind::kHip);
+      break;
+    default:
+      p.extend_block_rows = kHostTileTokens;
+      break;
+  }
+  if (p.extend_block_rows < 1) return cat("head_dim must be 64, 128 or 256, got ", head_dim);
+  if (p.extend_kernel == ExtendKernel::kHost) {
+    p.extend_pack = 1;
+    p.extend_tile_tokens = kHostTileTokens;
+  } else {
+    p.extend_pack = pack_factor(group_size, p.extend_block_rows);
+    p.extend_tile_tokens = p.extend_block_rows / p.extend_pack;
+  }
+
+  // TMA for the sm_90a kernel's interior K/V tiles: one tensor copy per 16 keys of
+  // a page, so pages of a multiple of 16 slots; at head dim 64 (128-byte rows) TMA
+  // into the swizzled layout measured slower than cp.async (benchmarks/RESULTS.md).
+  const bool tma_fits = p.extend_kernel == ExtendKernel::kSm90 && dev.tma_encoder && page_size % 16 == 0;
+  if (req.extend_tma == 1) {
+    if (!tma_fits)
+      return cat("extend_tma=1 needs the sm90 extend kernel, a driver with cuTensorMapEncodeTiled and a page_size "
+                 "that is a multiple of 16 (kernel ", extend_kernel_name(p.extend_kernel), ", page_size ",
+                 page_size, ")");
+    p.extend_tma = true;
+  } else if (req.extend_tma == 0) {
+    p.extend_tma = false;
+  } else {
+    p.extend_tma = tma_fits && head_dim >= 128;
+  }
+  if (req.extend_tile_tokens < 0) return cat("extend_tile_tokens must be >= 0, got ", req.extend_tile_tokens);
+  if (req.extend_tile_tokens > 0) p.extend_tile_tokens = req.extend_tile_tokens;
+  if (req.extend_kv_splits < 0) return cat("extend_kv_splits must be >= 0, got ", req.extend_kv_splits);
+
+  // The decode stage-1 kernel.
+  const DecodeKernel dwant = req.decode_kernel;
+  if (dev.kind == DeviceKind::kCpu) {
+    if (dwant == DecodeKernel::kTensorCore || dwant == DecodeKernel::kPortable)
+      return cat("decode_backend='", decode_kernel_name(dwant), "' is a GPU kernel: the plan is for the CPU");
+    p.decode_kernel = DecodeKernel::kHost;
+  } else if (dwant == DecodeKernel::kHost) {
+    return cat("decode_backend='cpu' plans for the CPU implementation, but the device is ", describe(dev));
+  } else if (dev.kind == DeviceKind::kHip) {
+    if (dwant == DecodeKernel::kTensorCore)
+      return "decode_backend='tensor_core' is the CUDA mma.sync kernel; AMD GPUs run 'portable'";
+    p.decode_kernel = DecodeKernel::kPortable;
+  } else {
+    p.decode_kernel = dwant == DecodeKernel::kPortable ? DecodeKernel::kPortable : DecodeKernel::kTensorCore;
+  }
+  *out = p;
+  return {};
+}
+
+}  // namespace mixed_attn

@@ -1,0 +1,42 @@
+"""Every environment variable mixed_attn reads, read here and only here, once, at import.
+
+They are defaults of the wrapper's arguments (an argument given explicitly wins); kernels and
+launchers never read the environment. The README has the same table.
+
+| variable | values | default | what it sets |
+|---|---|---|---|
+| MIXED_ATTN_SPLIT_DISPATCH | 0 / 1 | 1 | 0 forces mode="fold" (every row through the extend kernel) |
+| MIXED_ATTN_EXTEND_KERNEL | auto / mma / sm90 | auto | default of extend_backend= |
+| MIXED_ATTN_DECODE_KERNEL | auto / tensor_core / portable | auto | default of decode_backend= |
+| MIXED_ATTN_EXTEND_KV_SPLITS | 0..2 | 0 (policy) | default of extend_kv_splits= |
+| MIXED_ATTN_EXTEND_TMA | auto / 0 / 1 | auto | default of extend_tma= |
+"""
+
+import os
+
+_FALSE = ("0", "false", "off", "no")
+
+EXTEND_KERNELS = {"auto": 0, "mma": 1, "sm90": 2, "cpu": 3}
+DECODE_KERNELS = {"auto": 0, "tensor_core": 1, "portable": 2, "cpu": 3}
+
+
+def _read(name, default, allowed=None):
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if allowed is not None and value not in allowed:
+        raise ValueError(f"mixed_attn: {name}={raw!r} is not one of {sorted(allowed)}")
+    return value
+
+
+SPLIT_DISPATCH = _read("MIXED_ATTN_SPLIT_DISPATCH", "1") not in _FALSE
+EXTEND_KERNEL = _read("MIXED_ATTN_EXTEND_KERNEL", "auto", EXTEND_KERNELS)
+DECODE_KERNEL = _read("MIXED_ATTN_DECODE_KERNEL", "auto", DECODE_KERNELS)
+EXTEND_KV_SPLITS = int(_read("MIXED_ATTN_EXTEND_KV_SPLITS", "0", {"0", "1", "2"}))
+_tma = _read("MIXED_ATTN_EXTEND_TMA", "auto", {"auto", "0", "1"})
+EXTEND_TMA = -1 if _tma == "auto" else int(_tma)
+
+# Names a README table and tests can check against.
+VARIABLES = ("MIXED_ATTN_SPLIT_DISPATCH", "MIXED_ATTN_EXTEND_KERNEL", "MIXED_ATTN_DECODE_KERNEL",
+             "MIXED_ATTN_EXTEND_KV_SPLITS", "MIXED_ATTN_EXTEND_TMA")

@@ -1,0 +1,122 @@
+"""The launch policy (csrc/include/mixed_attn/launch_policy.h, csrc/planner/launch_policy.cc), on
+the CPU: which kernel, tile, KV split and copy path a plan records for a device description, and
+that an override the device cannot honour is an error naming it. The GPU tests check that every
+choice computes the right thing; this checks the choices (and the wave rule for the launches the
+H200 measurements were made on, benchmarks/RESULTS.md)."""
+
+import pytest
+import torch
+
+from mixed_attn.plan_info import CONFIG_FIELDS, FIELDS, field, make_config
+
+# Device descriptions the policy is asked about: (kind, arch, num_sms, sm90_extend, tma_encoder).
+H200 = dict(device_kind=1, device_arch=90, num_sms=132, device_sm90_extend=1, device_tma_encoder=1)
+H200_NO_90A = dict(H200, device_sm90_extend=0)
+A100 = dict(device_kind=1, device_arch=80, num_sms=108, device_sm90_extend=0, device_tma_encoder=1)
+MI300 = dict(device_kind=2, device_arch=0, num_sms=304, device_sm90_extend=0, device_tma_encoder=0)
+
+
+def policy(dev, d=128, hq=32, hkv=8, page=16, **kw):
+    cfg = make_config("cpu", page, hq, hkv, d, **dev, **kw)
+    kernel, rows, pack, tile, tma, dk = torch.ops.mixed_attn.launch_policy(cfg)
+    return dict(kernel=kernel, rows=rows, pack=pack, tile=tile, tma=tma, decode=dk)
+
+
+def plan(dev, ext, pre, d=128, hq=32, hkv=8, page=16, **kw):
+    seq = [e + p for e, p in zip(ext, pre)]
+    qo, kv = [0], [0]
+    for e, s in zip(ext, seq):
+        qo.append(qo[-1] + e)
+        kv.append(kv[-1] + (s + page - 1) // page)
+    meta = torch.zeros(1 << 20, dtype=torch.int32)
+    t = lambda x: torch.tensor(x, dtype=torch.int32)  # noqa: E731
+    return torch.ops.mixed_attn.plan(t(qo), t(kv), t(seq), meta, make_config("cpu", page, hq, hkv, d, **dev, **kw))
+
+
+def test_field_lists_come_from_cpp():
+    assert FIELDS[0] == "magic" and "extend_kv_splits" in FIELDS and "decode_kernel" in FIELDS
+    assert CONFIG_FIELDS[0] == "page_size" and len(set(CONFIG_FIELDS)) == len(CONFIG_FIELDS)
+
+
+@pytest.mark.parametrize("d,rows", [(64, 192), (128, 192), (256, 128)])
+def test_h200_takes_the_sm90_kernel(d, rows):
+    p = policy(H200, d=d)
+    assert p["kernel"] == 2 and p["rows"] == rows and p["decode"] == 1
+    assert p["pack"] == 4 and p["tile"] == rows // 4
+    assert p["tma"] == (1 if d >= 128 else 0)  # TMA measured slower at head dim 64
+
+
+def test_tma_needs_pages_of_sixteen_and_can_be_forced_off():
+    assert policy(H200, page=16)["tma"] == 1
+    assert policy(H200, page=1)["tma"] == 0 and policy(H200, page=8)["tma"] == 0
+    assert policy(H200, extend_tma=0)["tma"] == 0
+    assert policy(H200, d=64, extend_tma=1)["tma"] == 1
+    with pytest.raises(RuntimeError, match="extend_tma=1 needs"):
+        policy(H200, page=1, extend_tma=1)
+
+
+def test_fp8_caches_and_other_gpus_take_the_mma_kernel():
+    for dev in (H200_NO_90A, A100):
+        p = policy(dev)
+        assert p["kernel"] == 1 and p["rows"] == 128 and p["tma"] == 0
+    p = policy(H200, kv_fp8=1)
+    assert p["kernel"] == 1 and p["rows"] == 128
+
+
+def test_hip_shapes_and_portable_decode():
+    p = policy(MI300, d=128)
+    assert p["kernel"] == 1 and p["rows"] == 64 and p["decode"] == 2
+    with pytest.raises(RuntimeError, match="decode_backend='tensor_core'"):
+        policy(MI300, decode_kernel=1)
+
+
+def test_impossible_overrides_are_errors_naming_the_argument():
+    with pytest.raises(RuntimeError, match="extend_backend='sm90' needs an sm_90a build"):
+        policy(A100, extend_kernel=2)
+    with pytest.raises(RuntimeError, match="extend_backend='sm90' takes bf16/fp16"):
+        policy(H200, extend_kernel=2, kv_fp8=1)
+    with pytest.raises(RuntimeError, match="is a GPU kernel: the plan is for the CPU"):
+        policy({}, extend_kernel=1)
+    with pytest.raises(RuntimeError, match="device_kind must be in"):
+        policy(dict(H200, device_kind=7))
+
+
+def test_overrides_are_recorded():
+    p = policy(H200, extend_kernel=1)
+    assert p["kernel"] == 1 and p["rows"] == 128
+    p = policy(H200, decode_kernel=2)
+    assert p["decode"] == 2
+    p = policy(H200, extend_tile_tokens=7)
+    assert p["tile"] == 7
+
+
+# The wave rule: (CTAs, SMs) -> splits. Case D at d128 is 22 tiles x 8 head groups = 176 CTAs
+# on 132 SMs: two waves with the second a third full, split; case B (688 CTAs) never.
+@pytest.mark.parametrize("ext,pre,splits", [
+    ([1024], [16384], 2),  # case D at d128: 176 CTAs
+    ([4096], [4096], 1),   # case B: 688 CTAs, five-plus waves
+    ([50], [100], 2),      # a small launch: 8 CTAs
+])
+def test_kv_split_wave_rule(ext, pre, splits):
+    info = plan(H200, ext, pre, mode=1)
+    assert field(info, "extend_kernel") == 2
+    assert field(info, "extend_kv_splits") == splits
+
+
+def test_kv_split_never_in_deterministic_plans_unless_fixed():
+    assert field(plan(H200, [50], [100], mode=1, deterministic=1), "extend_kv_splits") == 1
+    assert field(plan(H200, [50], [100], mode=1, deterministic=1, extend_kv_splits=2), "extend_kv_splits") == 2
+    assert field(plan(H200, [50], [100], mode=1, extend_kv_splits=4), "extend_kv_splits") == 2  # clamped
+
+
+def test_kv_split_needs_one_pass_tiles():
+    # A tile larger than one CTA pass (rows / pack = 48 queries) runs in passes: no cluster merge.
+    assert field(plan(H200, [50], [100], mode=1, extend_tile_tokens=300), "extend_kv_splits") == 1
+    assert field(plan(H200, [50], [100], mode=1, extend_tile_tokens=300, extend_kv_splits=2),
+                 "extend_kv_splits") == 1
+
+
+def test_mma_and_cpu_plans_never_split():
+    assert field(plan(A100, [50], [100], mode=1), "extend_kv_splits") == 1
+    assert field(plan({}, [50], [100], mode=1), "extend_kv_splits") == 1
+    assert field(plan({}, [50], [100], mode=1), "extend_kernel") == 3
