@@ -16,17 +16,20 @@ bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15)
 
 const char* launch_decode(const DecodeParams& p, void* stream) {
   const AttentionCommon& a = p.attn;
-  if (a.plan.num_decode_rows == 0) return nullptr;
+  const bool graph = a.plan.maybe_counts != nullptr;  // graph-safe: launch over the bucket
+  if (graph ? a.plan.graph_max_partials == 0 : a.plan.num_decode_rows == 0) return nullptr;
   if (a.q_dtype != DType::kBFloat16 && a.q_dtype != DType::kFloat16)
     return "decode: q must be bfloat16 or float16";
   if (a.kv_dtype != a.q_dtype && a.kv_dtype != DType::kFloat8E4M3)
     return "decode: the KV cache must have q's dtype or float8_e4m3fn";
   if (a.num_kv_heads < 1 || a.num_qo_heads % a.num_kv_heads != 0)
     return "decode: num_qo_heads must be a multiple of num_kv_heads";
-  if (a.plan.num_decode_rows > 65535) return "decode: more than 65535 decode rows in one plan";
+  if ((graph ? a.plan.graph_max_rows : a.plan.num_decode_rows) > (1 << 24))
+    return "decode: more than 2^24 decode rows in one plan";
   if (int64_t(a.num_kv_heads) * ((a.num_qo_heads / a.num_kv_heads + 15) / 16) > 65535)
     return "decode: too many kv heads";
-  if (a.plan.max_splits > 1 && (p.partial_out == nullptr || p.partial_lse == nullptr))
+  if ((graph ? a.plan.graph_max_partials > 1 : a.plan.max_splits > 1) &&
+      (p.partial_out == nullptr || p.partial_lse == nullptr))
     return "decode: the plan splits rows but no arena (partial_out / partial_lse) was given";
   // 16-byte vector accesses: q rows, cache rows and output runs must be aligned.
   const int64_t kv_align = a.kv_dtype == DType::kFloat8E4M3 ? 16 : 8;

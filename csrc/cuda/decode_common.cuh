@@ -11,6 +11,7 @@
 
 #include "mixed_attn/compat.h"
 #include "mixed_attn/params.h"
+#include "cuda/plan_counts.cuh"
 
 namespace mixed_attn::gpu::decode {
 
@@ -61,14 +62,24 @@ struct SplitView {
   const int32_t* pages; // the row's page list (kv_indices + kv_indptr[row])
 };
 
-// Fills `v` for split `s` of decode row `d`; false when the row has fewer splits
-// (the grid is sized by the longest row).
-__device__ __forceinline__ bool load_split_view(const AttentionCommon& a, int d, int s,
-                                                SplitView& v) {
+// Fills `v` for arena slot `slot` (one split of one decode row: the stage-1 grid
+// runs over the plan's partials, so no CTA is spent on rows with fewer splits than
+// the longest); false past the step's partials (graph-safe launches cover the bucket).
+__device__ __forceinline__ bool load_split_view(const AttentionCommon& a, int slot, SplitView& v) {
   const PlanView& plan = a.plan;
+  const int num_rows = plan_count(plan, kCountDecodeRows, plan.num_decode_rows);
+  if (num_rows == 0 || slot >= plan.decode_split_indptr[num_rows]) return false;
+  // Decode row owning the slot: last d with decode_split_indptr[d] <= slot.
+  int lo = 0, hi = num_rows - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (plan.decode_split_indptr[mid] <= slot) lo = mid;
+    else hi = mid - 1;
+  }
+  const int d = lo;
   const int32_t first_slot = plan.decode_split_indptr[d];
   const int32_t n = plan.decode_split_indptr[d + 1] - first_slot;
-  if (s >= n) return false;
+  const int s = slot - first_slot;
   const int32_t row = plan.decode_rows[d];
   v.seq_len = plan.seq_lens[row];
   const int32_t chunk = plan.decode_chunk_tokens[d];
@@ -147,7 +158,7 @@ __global__ void decode_merge_kernel(const DecodeParams p) {
   const int item = blockIdx.x * warps + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   const int Hq = a.num_qo_heads;
-  if (item >= a.plan.num_decode_rows * Hq) return;
+  if (item >= plan_count(a.plan, kCountDecodeRows, a.plan.num_decode_rows) * Hq) return;
   const int d = item / Hq, h = item % Hq;
   const int first = a.plan.decode_split_indptr[d];
   const int n = a.plan.decode_split_indptr[d + 1] - first;

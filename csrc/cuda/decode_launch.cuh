@@ -54,14 +54,22 @@ template <int D>
 const char* launch_decode_head_dim(const DecodeParams& p, bool portable, gpuStream_t stream) {
   const AttentionCommon& a = p.attn;
   const DecodeConsts c = make_consts(a);
-  const dim3 grid(a.plan.max_splits, a.num_kv_heads * c.head_blocks, a.plan.num_decode_rows);
+  // x: arena slots (every split of every decode row), y: (kv head, head block). Graph-safe
+  // plans launch over the bucket's slots; CTAs past the step's exit.
+  const bool graph = a.plan.maybe_counts != nullptr;
+  const int slots = graph ? a.plan.graph_max_partials : a.plan.num_partials;
+  if (slots == 0) return nullptr;
+  const dim3 grid(slots, a.num_kv_heads * c.head_blocks, 1);
   const bool bf16 = a.q_dtype == DType::kBFloat16;
   const char* err = bf16 ? launch_stage1_typed<D, ma_bf16>(p, c, grid, portable, stream)
                          : launch_stage1_typed<D, ma_half>(p, c, grid, portable, stream);
   if (err != nullptr) return err;
-  if (a.plan.max_splits > 1) {
+  // Rows with one split were written by stage 1; a graph-safe bucket that can split
+  // always launches the merge (the step's rows may split), which skips those rows.
+  const bool may_split = graph ? a.plan.graph_max_partials > 1 : a.plan.max_splits > 1;
+  if (may_split) {
     constexpr int kWarpsPerBlock = 4;
-    const int items = a.plan.num_decode_rows * a.num_qo_heads;
+    const int items = (graph ? a.plan.graph_max_rows : a.plan.num_decode_rows) * a.num_qo_heads;
     const dim3 merge_grid((items + kWarpsPerBlock - 1) / kWarpsPerBlock);
     if (bf16)
       decode_merge_kernel<D, ma_bf16><<<merge_grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(p);

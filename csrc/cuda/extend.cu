@@ -79,7 +79,8 @@ const char* dispatch_head_dim(const ExtendParams& p, bool fp8, gpuStream_t strea
 
 const char* launch_extend(const ExtendParams& p, void* stream) {
   const AttentionCommon& a = p.attn;
-  if (a.plan.num_extend_tiles == 0) return nullptr;
+  // Graph-safe plans launch over the bucket's tiles (the kernels read the step's count).
+  if ((a.plan.maybe_counts != nullptr ? a.plan.graph_max_tiles : a.plan.num_extend_tiles) == 0) return nullptr;
 #if defined(MA_HIP)
   if (const char* err = hip_device_error()) return err;
 #endif

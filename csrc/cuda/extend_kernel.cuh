@@ -43,6 +43,7 @@
 #include "cuda/extend_wgmma.cuh"
 #include "mixed_attn/compat.h"
 #include "mixed_attn/launch_policy.h"
+#include "cuda/plan_counts.cuh"
 #include "mixed_attn/params.h"
 
 namespace mixed_attn::gpu::extend_detail {
@@ -356,6 +357,8 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
 
   const int tile_index = blockIdx.x / args.head_groups;
   const int head_group = blockIdx.x % args.head_groups;
+  // Graph-safe launches cover the bucket: CTAs past this step's tiles have no work.
+  if (tile_index >= plan_count(plan, kCountExtendTiles, plan.num_extend_tiles)) return;
   const int pack = args.pack;
   const int q_head0 = head_group * pack;
   const int kv_head = q_head0 / (a.num_qo_heads / a.num_kv_heads);
@@ -861,7 +864,8 @@ const char* launch_extend_impl(const ExtendParams& p, gpuStream_t stream) {
   args.tile_capacity = BM / args.pack;
   args.score_scale = a.sm_scale * (kFp8 ? a.k_scale : 1.f);
   args.out_scale = kFp8 ? a.v_scale : 1.f;
-  const int64_t blocks = int64_t(a.plan.num_extend_tiles) * args.head_groups;
+  const int64_t tiles = a.plan.maybe_counts != nullptr ? a.plan.graph_max_tiles : a.plan.num_extend_tiles;
+  const int64_t blocks = tiles * args.head_groups;
   if (blocks > 0x7fffffff) return "extend: too many (tile, head group) blocks for one launch";
 
   auto kernel = extend_kernel<kHeadDim, T, kFp8>;

@@ -56,6 +56,7 @@
 #include <type_traits>
 
 #include "cuda/extend_kernel.cuh"
+#include "cuda/plan_counts.cuh"
 #include "cuda/tma_encoder.h"
 #if defined(MA_CUDA)
 #include <cuda.h>  // CUtensorMap and its encoder's types (the encoder is fetched at run time)
@@ -352,6 +353,10 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
+  // Graph-safe launches cover the bucket: the CTAs past this step's tiles leave before
+  // touching a barrier (every CTA of a cluster shares the tile, so they leave together).
+  if (int(blockIdx.x / kv_splits) / args.head_groups >= plan_count(plan, kCountExtendTiles, plan.num_extend_tiles))
+    return;
 
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -873,7 +878,8 @@ const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
   args.tile_capacity = BM / args.pack;
   args.score_scale = a.sm_scale;
   args.out_scale = 1.f;
-  const int64_t blocks = int64_t(a.plan.num_extend_tiles) * args.head_groups;
+  const int64_t tiles = a.plan.maybe_counts != nullptr ? a.plan.graph_max_tiles : a.plan.num_extend_tiles;
+  const int64_t blocks = tiles * args.head_groups;
   const int kv_splits = a.plan.extend_kv_splits;
   if (kv_splits < 1 || kv_splits > sm90_max_kv_splits<kHeadDim>())
     return "extend: the plan's KV split count is outside what the sm_90a merge holds";

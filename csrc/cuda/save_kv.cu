@@ -54,8 +54,10 @@ template <typename ST, bool kFp8>
 __global__ void __launch_bounds__(kSaveThreads) save_kv_kernel(const SaveKVParams p) {
   const int token = blockIdx.x;
   const PlanView& plan = p.plan;
+  // Graph-safe launches cover the bucket's tokens: padding past this step's is not saved.
+  if (token >= plan_count(plan, kCountTokens, plan.num_tokens)) return;
   // Row owning this token: last b with qo_indptr[b] <= token.
-  int lo = 0, hi = plan.num_rows - 1;
+  int lo = 0, hi = plan_count(plan, kCountRows, plan.num_rows) - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
     if (plan.qo_indptr[mid] <= token) lo = mid;
@@ -97,7 +99,8 @@ bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15)
 }  // namespace
 
 const char* launch_save_kv(const SaveKVParams& p, void* stream) {
-  const int tokens = p.plan.num_tokens;
+  // Graph-safe plans launch over the bucket (the kernel reads the step's count).
+  const int tokens = p.plan.maybe_counts != nullptr ? p.plan.graph_max_tokens : p.plan.num_tokens;
   if (tokens == 0) return nullptr;
   if (p.src_dtype != DType::kBFloat16 && p.src_dtype != DType::kFloat16)
     return "save_kv: k and v must be bfloat16 or float16";

@@ -11,6 +11,13 @@
 namespace mixed_attn {
 namespace {
 
+// A rejected plan: the error, no info, nothing written.
+PlanResult& failed(PlanResult& r, std::string error) {
+  r.error = std::move(error);
+  r.info.clear();
+  return r;
+}
+
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
@@ -76,9 +83,40 @@ std::string check_inputs(const PlanConfig& c, const PlanInputs& in) {
 int64_t plan_meta_capacity(int64_t max_rows, int64_t max_tokens, int64_t extend_tile_tokens) {
   const int64_t tile = std::max<int64_t>(1, extend_tile_tokens);
   const int64_t max_tiles = max_rows + ceil_div(max_tokens, tile);
-  // qo_indptr, kv_indptr (B+1 each), seq_lens (B), four decode arrays (<= B+1
-  // each), two ints per extend tile.
-  return 3 * (max_rows + 1) + 4 * (max_rows + 1) + 2 * max_tiles;
+  // The count header, qo_indptr, kv_indptr (B+1 each), seq_lens (B), four decode
+  // arrays (<= B+1 each), two ints per extend tile.
+  return kNumCounts + 3 * (max_rows + 1) + 4 * (max_rows + 1) + 2 * max_tiles;
+}
+
+std::string graph_bounds(const PlanConfig& cfg, const LaunchPolicy& policy, GraphBounds* out) {
+  if (cfg.graph_max_rows < 1) return cat("graph bucket: max_batch must be >= 1, got ", cfg.graph_max_rows);
+  if (cfg.graph_max_tokens < cfg.graph_max_rows)
+    return cat("graph bucket: max_tokens (", cfg.graph_max_tokens, ") must be >= max_batch (",
+               cfg.graph_max_rows, "): every row has a token");
+  if (cfg.graph_max_extend_tokens < 0 || cfg.graph_max_extend_tokens > cfg.graph_max_tokens)
+    return cat("graph bucket: max_extend_tokens must be in [0, max_tokens], got ", cfg.graph_max_extend_tokens);
+  if (cfg.mode == DispatchMode::kFold && cfg.graph_max_extend_tokens != cfg.graph_max_tokens)
+    return "graph bucket: in fold mode every token is an extend token (max_extend_tokens = max_tokens)";
+  GraphBounds g;
+  const int64_t ext = cfg.graph_max_extend_tokens;
+  // Extend rows hold at least one token each; each costs at most one partial tile.
+  if (ext > 0)
+    g.max_tiles = std::min<int64_t>(cfg.graph_max_rows, ext) + ceil_div(ext, policy.extend_tile_tokens);
+  if (cfg.mode == DispatchMode::kSplit) {
+    const int64_t worst = int64_t(cfg.graph_max_rows) * cfg.max_splits_per_row;
+    if (cfg.graph_max_partials > 0) {
+      g.max_partials = cfg.graph_max_partials;
+    } else if (cfg.deterministic) {
+      g.max_partials = worst;  // fixed-size splits: no bound from the policy
+    } else {
+      // The SM-aware policy's chunk is at least total_keys * Hkv / target_ctas, so the
+      // splits of all rows add up to at most Nd + target_ctas / Hkv.
+      const int64_t target = int64_t(cfg.device.num_sms) * cfg.ctas_per_sm;
+      g.max_partials = std::min(worst, cfg.graph_max_rows + ceil_div(target, cfg.num_kv_heads));
+    }
+  }
+  *out = g;
+  return {};
 }
 
 std::string config_launch_policy(const PlanConfig& cfg, LaunchPolicy* out) {
@@ -92,6 +130,16 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   LaunchPolicy policy;
   if (std::string e = config_launch_policy(cfg, &policy); !e.empty()) { r.error = e; return r; }
   if (std::string e = check_inputs(cfg, in); !e.empty()) { r.error = e; return r; }
+  GraphBounds graph;
+  if (cfg.graph_safe) {
+    if (std::string e = graph_bounds(cfg, policy, &graph); !e.empty()) { r.error = e; return r; }
+    if (in.num_rows > cfg.graph_max_rows)
+      return failed(r, cat("the step has ", in.num_rows, " rows, over the graph bucket's max_batch = ",
+                           cfg.graph_max_rows));
+    if (in.qo_indptr[in.num_rows] > cfg.graph_max_tokens)
+      return failed(r, cat("the step has ", in.qo_indptr[in.num_rows],
+                           " tokens, over the graph bucket's max_tokens = ", cfg.graph_max_tokens));
+  }
 
   const int32_t B = in.num_rows;
   const bool split = cfg.mode == DispatchMode::kSplit;
@@ -140,6 +188,10 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     max_splits = std::max<int32_t>(max_splits, int32_t(n));
   }
   const int64_t num_partials = split_indptr[Nd];
+  if (cfg.graph_safe && num_partials > graph.max_partials)
+    return failed(r, cat("the step's decode rows need ", num_partials,
+                         " KV splits, over the graph bucket's max_partials = ", graph.max_partials,
+                         " (raise max_partials, or fixed_split_tokens in deterministic mode)"));
 
   // 3. Extend work list: (row, q_start) tiles, costliest first so the longest
   // tiles start early and the tail of the launch is short.
@@ -157,6 +209,15 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   std::stable_sort(tiles.begin(), tiles.end(),
                    [](const Tile& a, const Tile& b) { return a.cost > b.cost; });
   const int64_t Nt = int64_t(tiles.size());
+  if (cfg.graph_safe) {
+    int64_t ext_tokens = 0;
+    for (int32_t b : extend_rows) ext_tokens += extend_len(b);
+    if (ext_tokens > cfg.graph_max_extend_tokens)
+      return failed(r, cat("the step has ", ext_tokens, " tokens in extend-kernel rows, over the graph ",
+                           "bucket's max_extend_tokens = ", cfg.graph_max_extend_tokens));
+    if (Nt > graph.max_tiles)  // cannot happen given the token bound; checked all the same
+      return failed(r, cat("the step has ", Nt, " extend tiles, over the graph bucket's ", graph.max_tiles));
+  }
 
   // 3b. KV splits of the extend tiles (sm_90a kernel only). The merge runs after a
   // tile's single pass, which the policy's tile size guarantees. Deterministic
@@ -164,7 +225,13 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   // bits depend on the rest of the batch; they keep one CTA per tile unless the
   // wrapper fixes the split (a fixed split is batch-invariant too).
   int32_t extend_kv_splits = 1;
-  if (policy.extend_kernel == ExtendKernel::kSm90 && Nt > 0) {
+  // Graph-safe plans: the split is part of the captured geometry, so it is the
+  // wrapper's fixed choice (default 1), never the per-step wave rule.
+  if (policy.extend_kernel == ExtendKernel::kSm90 && cfg.graph_safe) {
+    const int32_t forced = cfg.request.extend_kv_splits;
+    const bool one_pass = policy.extend_tile_tokens <= policy.extend_block_rows / policy.extend_pack;
+    extend_kv_splits = forced > 0 && one_pass ? std::min(forced, policy.extend_max_kv_splits) : 1;
+  } else if (policy.extend_kernel == ExtendKernel::kSm90 && Nt > 0) {
     const int32_t forced = cfg.request.extend_kv_splits;
     const bool one_pass = policy.extend_tile_tokens <= policy.extend_block_rows / policy.extend_pack;
     if (!one_pass) {
@@ -182,14 +249,20 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   info.assign(kPlanNumFields, 0);
   int64_t off = 0;
   auto take = [&](PlanInfoField f, int64_t n) { info[f] = off; off += n; };
-  take(kPlanOffQoIndptr, B + 1);
-  take(kPlanOffKvIndptr, B + 1);
-  take(kPlanOffSeqLens, B);
-  take(kPlanOffDecodeRows, Nd);
-  take(kPlanOffDecodeSplitIndptr, Nd + 1);
-  take(kPlanOffDecodeKvStart, Nd);
-  take(kPlanOffDecodeChunkTokens, Nd);
-  take(kPlanOffExtendTiles, 2 * Nt);
+  // Graph-safe plans lay every array out at its bucket capacity, so the offsets
+  // (baked into a captured launch) are the same for every plan of the bucket.
+  const int64_t cap_rows = cfg.graph_safe ? cfg.graph_max_rows : B;
+  const int64_t cap_decode = cfg.graph_safe ? cfg.graph_max_rows : Nd;
+  const int64_t cap_tiles = cfg.graph_safe ? graph.max_tiles : Nt;
+  take(kPlanOffCounts, kNumCounts);
+  take(kPlanOffQoIndptr, cap_rows + 1);
+  take(kPlanOffKvIndptr, cap_rows + 1);
+  take(kPlanOffSeqLens, cap_rows);
+  take(kPlanOffDecodeRows, cap_decode);
+  take(kPlanOffDecodeSplitIndptr, cap_decode + 1);
+  take(kPlanOffDecodeKvStart, cap_decode);
+  take(kPlanOffDecodeChunkTokens, cap_decode);
+  take(kPlanOffExtendTiles, 2 * cap_tiles);
   if (cfg.meta_capacity > 0 && off > cfg.meta_capacity) {
     r.error = cat("plan metadata needs ", off, " int32 entries but the buffer holds ",
                   cfg.meta_capacity, " (raise max_batch / max_tokens)");
@@ -227,9 +300,20 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   info[kPlanExtendKvSplits] = extend_kv_splits;
   info[kPlanExtendTma] = policy.extend_tma ? 1 : 0;
   info[kPlanDecodeKernel] = int64_t(policy.decode_kernel);
+  info[kPlanGraphSafe] = cfg.graph_safe ? 1 : 0;
+  info[kPlanGraphMaxRows] = cfg.graph_safe ? cfg.graph_max_rows : 0;
+  info[kPlanGraphMaxTokens] = cfg.graph_safe ? cfg.graph_max_tokens : 0;
+  info[kPlanGraphMaxTiles] = cfg.graph_safe ? graph.max_tiles : 0;
+  info[kPlanGraphMaxPartials] = cfg.graph_safe ? graph.max_partials : 0;
 
   // 5. Fill the buffer (only now: a rejected plan writes nothing).
   int32_t* m = meta_out;
+  int32_t* counts = m + info[kPlanOffCounts];
+  counts[kCountRows] = B;
+  counts[kCountTokens] = in.qo_indptr[B];
+  counts[kCountDecodeRows] = int32_t(Nd);
+  counts[kCountExtendTiles] = int32_t(Nt);
+  counts[kCountPartials] = int32_t(num_partials);
   std::memcpy(m + info[kPlanOffQoIndptr], in.qo_indptr, sizeof(int32_t) * (B + 1));
   std::memcpy(m + info[kPlanOffKvIndptr], in.kv_indptr, sizeof(int32_t) * (B + 1));
   std::memcpy(m + info[kPlanOffSeqLens], in.seq_lens, sizeof(int32_t) * B);
@@ -266,6 +350,12 @@ PlanView plan_view(const int64_t* info, const int32_t* meta) {
   v.extend_kv_splits = int32_t(info[kPlanExtendKvSplits]);
   v.extend_tma = int32_t(info[kPlanExtendTma]);
   v.decode_kernel = int32_t(info[kPlanDecodeKernel]);
+  const bool graph = info[kPlanGraphSafe] != 0;
+  v.maybe_counts = graph ? meta + info[kPlanOffCounts] : nullptr;
+  v.graph_max_rows = int32_t(info[kPlanGraphMaxRows]);
+  v.graph_max_tokens = int32_t(info[kPlanGraphMaxTokens]);
+  v.graph_max_tiles = int32_t(info[kPlanGraphMaxTiles]);
+  v.graph_max_partials = int32_t(info[kPlanGraphMaxPartials]);
   return v;
 }
 
@@ -275,7 +365,8 @@ const char* const* plan_config_field_names() {
       "deterministic", "fixed_split_tokens", "max_splits_per_row", "min_split_tokens",
       "ctas_per_sm", "kv_fp8", "device_kind", "device_arch", "num_sms", "device_sm90_extend",
       "device_tma_encoder", "extend_kernel", "decode_kernel", "extend_kv_splits", "extend_tma",
-      "extend_tile_tokens", nullptr};
+      "extend_tile_tokens", "graph_safe", "graph_max_rows", "graph_max_tokens",
+      "graph_max_extend_tokens", "graph_max_partials", nullptr};
   return names;
 }
 
@@ -287,7 +378,8 @@ const char* const* plan_info_field_names() {
       "off_decode_split_indptr", "off_decode_kv_start", "off_decode_chunk_tokens",
       "off_extend_tiles", "num_kv_pages", "page_size", "num_qo_heads", "num_kv_heads",
       "head_dim", "window_left", "deterministic", "max_q_len", "max_seq_len", "extend_kernel",
-      "extend_block_rows", "extend_kv_splits", "extend_tma", "decode_kernel", nullptr};
+      "extend_block_rows", "extend_kv_splits", "extend_tma", "decode_kernel", "off_counts", "graph_safe",
+      "graph_max_rows", "graph_max_tokens", "graph_max_tiles", "graph_max_partials", nullptr};
   return names;
 }
 
@@ -304,7 +396,7 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
   };
   for (auto e : {in(kCfgMode, 0, 1), in(kCfgDeterministic, 0, 1), in(kCfgKvFp8, 0, 1),
                  in(kCfgDeviceKind, 0, 2), in(kCfgDeviceSm90Extend, 0, 1), in(kCfgDeviceTmaEncoder, 0, 1),
-                 in(kCfgExtendKernel, 0, 3), in(kCfgDecodeKernel, 0, 3), in(kCfgExtendTma, -1, 1),
+                 in(kCfgExtendKernel, 0, 3), in(kCfgDecodeKernel, 0, 3), in(kCfgExtendTma, -1, 1), in(kCfgGraphSafe, 0, 1),
                  in(kCfgWindowLeft, -1, INT32_MAX)})
     if (!e.empty()) return e;
   PlanConfig& c = *cfg;
@@ -330,6 +422,11 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
   c.request.extend_kv_splits = int32_t(v[kCfgExtendKvSplits]);
   c.request.extend_tma = int32_t(v[kCfgExtendTma]);
   c.request.extend_tile_tokens = int32_t(v[kCfgExtendTileTokens]);
+  c.graph_safe = v[kCfgGraphSafe] != 0;
+  c.graph_max_rows = int32_t(v[kCfgGraphMaxRows]);
+  c.graph_max_tokens = int32_t(v[kCfgGraphMaxTokens]);
+  c.graph_max_extend_tokens = int32_t(v[kCfgGraphMaxExtendTokens]);
+  c.graph_max_partials = int32_t(v[kCfgGraphMaxPartials]);
   return {};
 }
 
@@ -340,6 +437,8 @@ std::string check_plan_info(const int64_t* info, int64_t len) {
   const int64_t meta_len = info[kPlanMetaLen];
   for (int f = kPlanOffQoIndptr; f <= kPlanOffExtendTiles; ++f)
     if (info[f] < 0 || info[f] > meta_len) return cat("plan_info: offset field ", f, " out of range");
+  if (info[kPlanOffCounts] < 0 || info[kPlanOffCounts] + kNumCounts > meta_len)
+    return "plan_info: the count header is out of range";
   return {};
 }
 

@@ -39,7 +39,7 @@ void check_finite_positive(double x, const char* name) {
 
 }  // namespace
 
-ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q) {
+ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q, bool capturing) {
   const char* F = "mixed_attn.forward: ";
   // The plan first: every shape below is checked against it.
   std::string perr = check_plan_info(a.plan_info.data(), int64_t(a.plan_info.size()));
@@ -49,6 +49,32 @@ ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q) {
   const int64_t D = info[kPlanHeadDim], page = info[kPlanPageSize];
   const bool split = info[kPlanMode] == int64_t(DispatchMode::kSplit);
   const int64_t num_partials = info[kPlanNumPartials];
+  const bool graph = info[kPlanGraphSafe] != 0;
+  // Normal plans bake the step's counts into the launch: a captured run replayed after
+  // another plan() would compute the old step. Refuse to capture them.
+  TORCH_CHECK(!capturing || graph, F,
+              "this plan is not graph-safe: capturing it in a CUDA graph would replay the "
+              "captured step's geometry after any re-plan. Build the wrapper with "
+              "MixedAttention(..., cuda_graph=True) to capture run()");
+  // Token rows the tensors must hold: the step's, or for a capture every step's of the bucket
+  // (a replay reads and writes up to the plan it runs with).
+  const int64_t rows_needed = capturing ? info[kPlanGraphMaxTokens] : T;
+  const int64_t slots_needed = capturing ? info[kPlanGraphMaxPartials] : num_partials;
+  // [tokens, rest...]: exactly the plan's T tokens, or for graph-safe plans at least as many
+  // as a replay may touch.
+  auto check_token_shape = [&](const at::Tensor& t, const char* name, std::vector<int64_t> rest) {
+    if (!graph) {
+      rest.insert(rest.begin(), T);
+      check_shape(t, name, rest);
+      return;
+    }
+    bool ok = t.dim() == int64_t(rest.size()) + 1;
+    for (size_t i = 0; ok && i < rest.size(); ++i) ok = t.size(int64_t(i) + 1) == rest[i];
+    TORCH_CHECK(ok, F, name, " must be [tokens, ", c10::IntArrayRef(rest), "], got ", t.sizes());
+    TORCH_CHECK(t.size(0) >= rows_needed, F, name, " has ", t.size(0), " tokens but ",
+                capturing ? "the graph bucket's max_tokens is " : "the plan has ", rows_needed);
+  };
+
 
   const at::Device dev = a.q.device();
   // q
@@ -59,8 +85,12 @@ ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q) {
               ", got ", qt);
   TORCH_CHECK(a.q.size(1) == Hq && a.q.size(2) == D, F, "q must be [T, ", Hq, ", ", D,
               "] (heads and head_dim of the plan), got ", a.q.sizes());
-  TORCH_CHECK(a.q.size(0) == T, F, "q has ", a.q.size(0), " tokens but the plan has ", T,
-              " (qo_indptr[-1])");
+  if (graph) {
+    check_token_shape(a.q, "q", {Hq, D});
+  } else {
+    TORCH_CHECK(a.q.size(0) == T, F, "q has ", a.q.size(0), " tokens but the plan has ", T,
+                " (qo_indptr[-1])");
+  }
   check_last_dim_contiguous(a.q, "q");
   // plan_meta
   check_device(a.plan_meta, "plan_meta", dev);
@@ -78,7 +108,7 @@ ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q) {
       check_device(*t, name, dev);
       TORCH_CHECK(t->scalar_type() == qt, F, name, " must have q's dtype ", qt, ", got ",
                   t->scalar_type());
-      check_shape(*t, name, {T, Hkv, D});
+      check_token_shape(*t, name, {Hkv, D});
       check_last_dim_contiguous(*t, name);
     }
   }
@@ -108,9 +138,9 @@ ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q) {
   TORCH_CHECK(a.kv_indices.numel() >= info[kPlanNumKvPages], F, "kv_indices holds ",
               a.kv_indices.numel(), " page ids but kv_indptr[-1] is ", info[kPlanNumKvPages]);
   // arena
-  if (split && num_partials > 0) {
+  if (split && (graph ? info[kPlanGraphMaxPartials] > 1 : num_partials > 0)) {
     TORCH_CHECK(a.partial_out.has_value() && a.partial_lse.has_value(), F,
-                "the plan has ", num_partials,
+                "the plan has ", graph ? info[kPlanGraphMaxPartials] : num_partials,
                 " decode splits but no arena (partial_out / partial_lse) was given");
   }
   if (a.partial_out.has_value() || a.partial_lse.has_value()) {
@@ -128,7 +158,7 @@ ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q) {
                 "partial_out must be [slots, ", Hq, ", ", D, "], got ", po.sizes());
     TORCH_CHECK(pl.dim() == 2 && pl.size(1) == Hq && pl.size(0) == po.size(0), F,
                 "partial_lse must be [", po.size(0), ", ", Hq, "], got ", pl.sizes());
-    TORCH_CHECK(po.size(0) >= num_partials, F, "arena too small: the plan needs ", num_partials,
+    TORCH_CHECK(po.size(0) >= slots_needed, F, "arena too small: the plan needs ", slots_needed,
                 " partial slots, partial_out holds ", po.size(0),
                 " (plan through MixedAttention.plan, which grows the arena)");
   }
@@ -136,13 +166,13 @@ ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q) {
   check_device(a.out, "out", dev);
   TORCH_CHECK(a.out.scalar_type() == qt, F, "out must have q's dtype ", qt, ", got ",
               a.out.scalar_type());
-  check_shape(a.out, "out", {T, Hq, D});
+  check_token_shape(a.out, "out", {Hq, D});
   check_last_dim_contiguous(a.out, "out");
   if (a.lse.has_value()) {
     check_device(*a.lse, "lse", dev);
     TORCH_CHECK(a.lse->scalar_type() == at::kFloat, F, "lse must be float32, got ",
                 a.lse->scalar_type());
-    check_shape(*a.lse, "lse", {T, Hq});
+    check_token_shape(*a.lse, "lse", {Hq});
     check_last_dim_contiguous(*a.lse, "lse");
   }
   if (a.sinks.has_value()) {

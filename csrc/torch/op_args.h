@@ -42,9 +42,10 @@ struct ForwardLaunch {
 };
 
 // Checks every argument against the plan and each other (throws c10::Error
-// naming the argument) and fills the params. `meta_host` is the plan metadata
-// readable on the host when the backend has it there (CPU), else nullptr.
-ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q);
+// naming the argument) and fills the params. `capturing`: the call is being
+// captured into a CUDA graph (only graph-safe plans may be; tensors must then
+// hold the whole bucket).
+ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q, bool capturing = false);
 
 DType to_dtype(at::ScalarType t);
 

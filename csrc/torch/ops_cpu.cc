@@ -50,14 +50,20 @@ std::vector<int64_t> plan_op(const at::Tensor& qo_indptr, const at::Tensor& kv_i
   return r.info;
 }
 
-// [extend_kernel, extend_block_rows, extend_pack, extend_tile_tokens, extend_tma, decode_kernel]
+// [extend_kernel, extend_block_rows, extend_pack, extend_tile_tokens, extend_tma, decode_kernel,
+//  graph_max_tiles, graph_max_partials] (the last two 0 unless the config is graph-safe)
 std::vector<int64_t> launch_policy_op(c10::IntArrayRef config) {
   const PlanConfig cfg = decode_config(config, 0);
   LaunchPolicy p;
-  const std::string err = config_launch_policy(cfg, &p);
+  std::string err = config_launch_policy(cfg, &p);
   TORCH_CHECK(err.empty(), "mixed_attn: ", err);
+  GraphBounds g;
+  if (cfg.graph_safe) {
+    err = graph_bounds(cfg, p, &g);
+    TORCH_CHECK(err.empty(), "mixed_attn: ", err);
+  }
   return {int64_t(p.extend_kernel), p.extend_block_rows, p.extend_pack, p.extend_tile_tokens,
-          p.extend_tma ? 1 : 0, int64_t(p.decode_kernel)};
+          p.extend_tma ? 1 : 0, int64_t(p.decode_kernel), g.max_tiles, g.max_partials};
 }
 
 std::vector<std::string> plan_field_names_op(c10::string_view which) {

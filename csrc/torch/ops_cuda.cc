@@ -25,9 +25,12 @@ void forward_cuda(const at::Tensor& q, const std::optional<at::Tensor>& k,
                   double v_scale) {
   ForwardArgs a{q, k, v, k_cache, v_cache, kv_indices, plan_meta, plan_info, partial_out,
                 partial_lse, out, lse, sinks, sm_scale, logit_cap, window_left, k_scale, v_scale};
-  ForwardLaunch L = prepare_forward(a, /*allow_fp32_q=*/false);
   const c10::cuda::CUDAGuard guard(q.device());
-  void* stream = c10::cuda::getCurrentCUDAStream(q.device().index()).stream();
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.device().index()).stream();
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  check_launch("cudaStreamIsCapturing", cudaStreamIsCapturing(stream, &capture) == cudaSuccess
+                                            ? nullptr : "could not query the stream's capture state");
+  ForwardLaunch L = prepare_forward(a, /*allow_fp32_q=*/false, capture == cudaStreamCaptureStatusActive);
   if (L.save_kv) check_launch("KV save", gpu::launch_save_kv(L.save, stream));
   check_launch("extend kernel", gpu::launch_extend(L.extend, stream));
   check_launch("decode kernel", gpu::launch_decode(L.decode, stream));

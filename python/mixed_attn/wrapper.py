@@ -79,7 +79,20 @@ class MixedAttention:
         extend_kv_splits: 0 lets the plan split extend tiles' K/V over a 2-CTA cluster when
             the launch would leave the last wave idle (never in deterministic mode); 1 or 2 fixes it.
         extend_tma: None (policy), False (cp.async only) or True (TMA for interior K/V tiles).
-        The four default to the MIXED_ATTN_* variables of mixed_attn/env.py. Every launch
+        cuda_graph: graph-safe mode for serving engines that capture run() once per batch
+            bucket and replay it after every plan(): the launch geometry, the metadata layout
+            and the arena depend only on the bucket (max_batch rows, max_tokens tokens,
+            max_extend_tokens of them in extend-kernel rows, max_partials decode splits), the
+            kernels read the step's counts from the device metadata, and tokens past the
+            step's are not written. A plan that does not fit the bucket (or the tensors a
+            capture was made with) is an error naming the limit, raised before anything is
+            uploaded. Without it, capturing run() is refused (the normal launch geometry is
+            the plan's own).
+        max_extend_tokens: graph buckets: tokens in rows the extend kernel serves (default
+            max_tokens; 0 for a decode-only bucket, so no extend CTAs are captured).
+        max_partials: graph buckets: decode splits the arena holds (default: the bound of the
+            split policy for max_batch rows).
+        The four policy overrides default to the MIXED_ATTN_* variables of mixed_attn/env.py. Every launch
         decision is made by the planner and recorded in the plan (`launch_policy`, and per
         step `plan_launch`); an override the device cannot honour is an error here.
     """
@@ -89,7 +102,8 @@ class MixedAttention:
                  window_left=-1, logit_cap=0.0, sm_scale=None, deterministic=False, mode="split",
                  max_splits_per_row=32, fixed_split_tokens=2048, num_sms=None, validate=False,
                  min_split_tokens=256, ctas_per_sm=2, extend_backend=None, decode_backend=None,
-                 extend_kv_splits=None, extend_tma=None):
+                 extend_kv_splits=None, extend_tma=None, cuda_graph=False,
+                 max_extend_tokens=None, max_partials=None):
         if mode not in _MODES:
             raise ValueError(f"mixed_attn: mode must be 'split' or 'fold', got {mode!r}")
         if num_qo_heads % num_kv_heads != 0:
@@ -129,25 +143,45 @@ class MixedAttention:
             kv_fp8=self.kv_dtype == torch.float8_e4m3fn,
             extend_kernel=0 if on_cpu else _choice(extend_backend, _env.EXTEND_KERNELS, "extend_backend"),
             decode_kernel=0 if on_cpu else _choice(decode_backend, _env.DECODE_KERNELS, "decode_backend"),
-            extend_kv_splits=extend_kv_splits, extend_tma=int(extend_tma))
+            extend_kv_splits=extend_kv_splits, extend_tma=int(extend_tma),
+            **self._graph_fields(cuda_graph, max_batch, max_tokens, max_extend_tokens, max_partials))
+        self.cuda_graph = bool(cuda_graph)
         self.num_sms = self._config[_pi.CONFIG_INDEX["num_sms"]]
-        kernel, rows, pack, tile, tma, dkernel = torch.ops.mixed_attn.launch_policy(self._config)
+        (kernel, rows, pack, tile, tma, dkernel, graph_tiles,
+         graph_partials) = torch.ops.mixed_attn.launch_policy(self._config)
         self.launch_policy = {
             "extend_kernel": _pi.EXTEND_KERNEL_NAMES[kernel], "extend_block_rows": rows,
             "extend_pack": pack, "extend_tile_tokens": tile, "extend_tma": bool(tma),
             "decode_kernel": _pi.DECODE_KERNEL_NAMES[dkernel]}
         self.extend_tile_tokens = tile
+        if self.cuda_graph:
+            self.launch_policy.update(graph_max_tiles=graph_tiles, graph_max_partials=graph_partials)
 
         self.max_batch, self.max_tokens = int(max_batch), int(max_tokens)
         self._alloc_meta(self.max_batch, self.max_tokens)
         self.partial_out = self.partial_lse = None
         if self.mode == "split":
-            self._alloc_arena(self.max_batch * self.max_splits_per_row)
+            # A graph bucket's arena is its bound, fixed (captured pointers never move).
+            self._alloc_arena(max(1, graph_partials) if self.cuda_graph
+                              else self.max_batch * self.max_splits_per_row)
+        # Graph mode: the smallest kv_indices a capture of this wrapper was made with (a
+        # replayed plan must not index past it).
+        self.captured_kv_indices = None
 
         self.plan_info = None
         self.last_path = None
         self.h2d_copies = 0  # one per plan(): the metadata upload
         self.arena_grows = 0
+
+    def _graph_fields(self, cuda_graph, max_batch, max_tokens, max_extend_tokens, max_partials):
+        if not cuda_graph:
+            return {}
+        # Allowed on the CPU too: the same bucket layout and limits (no capture there).
+        if max_extend_tokens is None or self.mode == "fold":
+            max_extend_tokens = max_tokens
+        return dict(graph_safe=1, graph_max_rows=int(max_batch), graph_max_tokens=int(max_tokens),
+                    graph_max_extend_tokens=int(max_extend_tokens),
+                    graph_max_partials=int(max_partials or 0))
 
     # -- buffers ---------------------------------------------------------------------------
     def _alloc_meta(self, max_batch, max_tokens):
@@ -174,8 +208,8 @@ class MixedAttention:
         qo = _host_int32(qo_indptr, "qo_indptr")
         kv = _host_int32(kv_indptr, "kv_indptr")
         sl = _host_int32(seq_lens, "seq_lens")
-        if qo.numel() - 1 > self.max_batch:
-            self._grow_meta(qo)
+        if qo.numel() - 1 > self.max_batch and not self.cuda_graph:
+            self._grow_meta(qo)  # graph buckets never grow: the planner names the limit
         turn = self._meta_turn
         self._meta_turn ^= 1
         ev = self._meta_events[turn]
@@ -184,14 +218,19 @@ class MixedAttention:
         try:
             info = self._plan_into(self._meta_host[turn], qo, kv, sl)
         except RuntimeError as e:
-            if "metadata needs" not in str(e):  # more tokens than max_tokens
+            if self.cuda_graph or "metadata needs" not in str(e):  # more tokens than max_tokens
                 raise
             self._grow_meta(qo)
             info = self._plan_into(self._meta_host[turn], qo, kv, sl)
         host = self._meta_host[turn]
         n = _pi.field(info, "meta_len")
         need = _pi.field(info, "num_partials")
-        if self.mode == "split" and need > self.arena_slots:
+        if self.captured_kv_indices is not None and _pi.field(info, "num_kv_pages") > self.captured_kv_indices:
+            raise ValueError(
+                f"mixed_attn.plan: the step needs {_pi.field(info, 'num_kv_pages')} page ids but the "
+                f"captured run()'s kv_indices holds {self.captured_kv_indices}: a replay would read "
+                f"past it (capture with a kv_indices buffer of the bucket's largest page count)")
+        if self.mode == "split" and need > self.arena_slots:  # never in graph mode (bounded)
             logger.warning("mixed_attn: the plan needs %d decode partial slots, the arena holds %d: "
                            "growing it once (size max_batch / max_splits_per_row for your traffic)",
                            need, self.arena_slots)
@@ -233,6 +272,9 @@ class MixedAttention:
             lse = torch.empty(q.shape[0], self.num_qo_heads, dtype=torch.float32, device=q.device)
         if self.validate:
             self._check_page_ids(kv_indices, k_cache.shape[0])
+        if self.cuda_graph and q.is_cuda and torch.cuda.is_current_stream_capturing():
+            n = kv_indices.numel()
+            self.captured_kv_indices = n if self.captured_kv_indices is None else min(n, self.captured_kv_indices)
         torch.ops.mixed_attn.forward(
             q, k, v, k_cache, v_cache, kv_indices, self.plan_meta, self.plan_info,
             self.partial_out, self.partial_lse, out, lse, sinks, self.sm_scale, self.logit_cap,

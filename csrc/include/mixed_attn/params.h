@@ -17,6 +17,17 @@ enum class DType : int32_t {
   kFloat8E4M3 = 3,  // e4m3fn (no inf, max 448): only for the KV cache
 };
 
+// Counts of a step that graph-safe plans keep in device memory (PlanView.maybe_counts),
+// so that a captured launch reads the counts of the plan it is replayed with.
+enum PlanCount : int32_t {
+  kCountRows = 0,     // B
+  kCountTokens,       // T
+  kCountDecodeRows,   // Nd
+  kCountExtendTiles,  // Nt
+  kCountPartials,     // arena slots used
+  kNumCounts
+};
+
 // Read-only view of one plan's metadata buffer (see plan.h for the layout).
 // The pointers live where the kernels run: device memory for CUDA, host
 // memory for the CPU implementation.
@@ -44,6 +55,14 @@ struct PlanView {
   int32_t extend_kv_splits;            // CTAs of one cluster per extend query tile (sm_90a)
   int32_t extend_tma;                  // 1: interior K/V tiles by TMA (sm_90a)
   int32_t decode_kernel;               // DecodeKernel
+  // Graph-safe plans (MixedAttention(cuda_graph=True)): the launch geometry is the bucket's,
+  // fixed when the wrapper is built; kernels read the step's counts from maybe_counts and
+  // CTAs past them exit. Null (and the graph_* fields 0) otherwise: counts are the ints above.
+  const int32_t* maybe_counts;         // [kNumCounts] in device memory, or null
+  int32_t graph_max_rows;              // grid bounds of a graph-safe plan: rows / tokens ...
+  int32_t graph_max_tokens;
+  int32_t graph_max_tiles;             // ... extend tiles ...
+  int32_t graph_max_partials;          // ... decode partials (arena slots)
 };
 
 // What every attention kernel reads: queries, paged cache, output, options.

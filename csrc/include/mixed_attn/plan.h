@@ -36,6 +36,13 @@ struct PlanConfig {
   bool kv_fp8 = false;               // the cache is float8_e4m3 (the sm_90a extend kernel takes b16 only)
   DeviceDesc device;                 // what the plan is launched on
   LaunchRequest request;             // the wrapper's overrides of the launch policy
+  // Graph-safe plans: a metadata layout and launch geometry that depend on these bucket
+  // limits only, never on one step's lengths (a plan over the limits is an error).
+  bool graph_safe = false;
+  int32_t graph_max_rows = 0;         // rows of any plan
+  int32_t graph_max_tokens = 0;       // tokens of any plan
+  int32_t graph_max_extend_tokens = 0;  // tokens of the rows the extend kernel serves
+  int32_t graph_max_partials = 0;     // decode partials (arena slots); 0: the policy's bound
   int64_t meta_capacity = 0;         // int32 entries the metadata buffer holds
 };
 
@@ -64,6 +71,11 @@ enum PlanConfigField : int32_t {
   kCfgExtendKvSplits,
   kCfgExtendTma,
   kCfgExtendTileTokens,
+  kCfgGraphSafe,
+  kCfgGraphMaxRows,
+  kCfgGraphMaxTokens,
+  kCfgGraphMaxExtendTokens,
+  kCfgGraphMaxPartials,
   kCfgNumFields
 };
 
@@ -114,6 +126,12 @@ enum PlanInfoField : int32_t {
   kPlanExtendKvSplits,     // CTAs (of one cluster) sharing each extend query tile
   kPlanExtendTma,          // 1: sm_90a interior K/V tiles by TMA
   kPlanDecodeKernel,       // DecodeKernel of the decode rows
+  kPlanOffCounts,          // offset of the PlanCount header (both kinds of plan)
+  kPlanGraphSafe,          // 1: the layout and launch geometry are the bucket's (below)
+  kPlanGraphMaxRows,
+  kPlanGraphMaxTokens,
+  kPlanGraphMaxTiles,
+  kPlanGraphMaxPartials,
   kPlanNumFields
 };
 constexpr int64_t kPlanMagicValue = 0x6d69786564;  // "mixed"
@@ -134,8 +152,16 @@ struct PlanResult {
 };
 
 // Size in int32 entries of the metadata buffer for a batch of B rows and T
-// tokens whose decode rows use at most `max_splits` splits.
+// tokens (a graph-safe plan of that bucket uses exactly this much).
 int64_t plan_meta_capacity(int64_t max_rows, int64_t max_tokens, int64_t extend_tile_tokens);
+
+// Bounds of a graph-safe bucket, derived from its config (launch geometry of every plan
+// made with it): extend tiles, decode partials. Empty string or what is wrong.
+struct GraphBounds {
+  int64_t max_tiles = 0;
+  int64_t max_partials = 0;
+};
+std::string graph_bounds(const PlanConfig& cfg, const LaunchPolicy& policy, GraphBounds* out);
 
 // Plans one step. Writes the metadata into meta_out[0 : info[kPlanMetaLen]].
 // Never touches meta_out when it returns !ok.
