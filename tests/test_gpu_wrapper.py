@@ -65,7 +65,8 @@ def test_run_allocates_nothing_across_changing_steps():
 
 def test_cuda_graph_capture_and_replay():
     b = make_batch([37, 1, 1, 1], [100, 700, 33, 2000], **GEO, device="cuda", seed=3)
-    w = MixedAttention(device="cuda", max_batch=8, max_tokens=64, **GEO)
+    # Graph-safe mode (tests/test_graph_mode.py has the re-plan and replay cases).
+    w = MixedAttention(device="cuda", max_batch=8, max_tokens=b.q.shape[0], cuda_graph=True, **GEO)
     w.plan(b.qo_indptr, b.kv_indptr, b.seq_lens)
     kc, vc = b.k_cache.clone(), b.v_cache.clone()
     out = poison_like(b.q)
