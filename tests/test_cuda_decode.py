@@ -52,10 +52,11 @@ class Batch:
         self.k_scale, self.v_scale = k_scale, v_scale
         self.kv_indices_dev = self.kv_indices.to(DEV)
         self.Hq, self.Hkv, self.D = Hq, Hkv, D
+        self.dtype, self.kv_dtype = dtype, kv_dtype
 
     def plan(self, **kw):
         return OpPlan(self.qo_indptr, self.kv_indptr, self.seq_lens, self.page_size, self.Hq, self.Hkv,
-                      self.D, **kw)
+                      self.D, q_dtype=self.dtype, kv_dtype=self.kv_dtype, **kw)
 
     def run(self, plan, window_left=-1, logit_cap=0.0, sinks=None, sm_scale=None):
         T = self.q.shape[0]
@@ -256,8 +257,7 @@ def test_portable_kernel_agrees():
     plan = batch.plan(window_left=1000, min_split_tokens=64)
     assert field(plan.info, "decode_kernel") == 1  # tensor cores
     out, lse, _, _ = batch.run(plan, window_left=1000, logit_cap=20.0, sinks=sinks)
-    other_plan = OpPlan(batch.qo_indptr, batch.kv_indptr, batch.seq_lens, 16, 16, 2, 128,
-                        window_left=1000, min_split_tokens=64, decode_backend="portable")
+    other_plan = batch.plan(window_left=1000, min_split_tokens=64, decode_backend="portable")
     assert field(other_plan.info, "decode_kernel") == 2
     o2 = torch.full_like(batch.q, float("nan"))
     l2 = torch.full(batch.q.shape[:2], float("nan"), device=DEV)

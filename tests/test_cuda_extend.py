@@ -92,7 +92,8 @@ def run_and_check(lib, ext_lens, prefix_lens, hq=4, hkv=2, d=128, page_size=16, 
     v_scale = 0.61 if kv_dtype == FP8 else 1.0
     sinks = (torch.randn(hq, generator=gen) * 2.0) if use_sinks else None
     info, meta = lib.plan(b["qo_indptr"], b["kv_indptr"], b["seq_lens"], page_size, hq, hkv, d,
-                          window_left=window_left, mode=mode, tile_tokens=tile_tokens)
+                          window_left=window_left, mode=mode, tile_tokens=tile_tokens,
+                          kv_fp8=kv_dtype == FP8)
     dev = "cuda"
     q = b["q"].to(dev)
     kc, vc = b["k_cache"].to(dev), b["v_cache"].to(dev)

@@ -82,7 +82,7 @@ def make_plan(case, mode=MODE_SPLIT, window_left=-1, deterministic=False, fixed_
     cfg = make_config(backend if on_gpu else "cpu", case.page_size, case.Hq, case.Hkv, case.D,
                       num_sms=num_sms, window_left=window_left, mode=mode,
                       deterministic=deterministic, fixed_split_tokens=fixed_split_tokens,
-                      max_splits_per_row=max_splits_per_row,
+                      max_splits_per_row=max_splits_per_row, kv_fp8=case.k_cache.dtype == FP8,
                       # A build without the CUDA backend plans for the CPU: any tile size makes
                       # a valid plan for Triton.
                       extend_tile_tokens=tile_tokens or (0 if on_gpu else 64))

@@ -300,6 +300,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   info[kPlanExtendKvSplits] = extend_kv_splits;
   info[kPlanExtendTma] = policy.extend_tma ? 1 : 0;
   info[kPlanDecodeKernel] = int64_t(policy.decode_kernel);
+  info[kPlanKvFp8] = cfg.kv_fp8 ? 1 : 0;
   info[kPlanGraphSafe] = cfg.graph_safe ? 1 : 0;
   info[kPlanGraphMaxRows] = cfg.graph_safe ? cfg.graph_max_rows : 0;
   info[kPlanGraphMaxTokens] = cfg.graph_safe ? cfg.graph_max_tokens : 0;
@@ -378,7 +379,7 @@ const char* const* plan_info_field_names() {
       "off_decode_split_indptr", "off_decode_kv_start", "off_decode_chunk_tokens",
       "off_extend_tiles", "num_kv_pages", "page_size", "num_qo_heads", "num_kv_heads",
       "head_dim", "window_left", "deterministic", "max_q_len", "max_seq_len", "extend_kernel",
-      "extend_block_rows", "extend_kv_splits", "extend_tma", "decode_kernel", "off_counts", "graph_safe",
+      "extend_block_rows", "extend_kv_splits", "extend_tma", "decode_kernel", "off_counts", "kv_fp8", "graph_safe",
       "graph_max_rows", "graph_max_tokens", "graph_max_tiles", "graph_max_partials", nullptr};
   return names;
 }

@@ -118,6 +118,11 @@ ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q, bool capt
               ") or float8_e4m3fn, got ", kvt);
   TORCH_CHECK(a.v_cache.scalar_type() == kvt, F, "v_cache must have k_cache's dtype ", kvt,
               ", got ", a.v_cache.scalar_type());
+  // The plan chose its kernels for one cache dtype (the sm_90a extend kernel takes b16 only).
+  TORCH_CHECK(info[kPlanExtendKernel] == int64_t(ExtendKernel::kHost) ||
+                  (kvt == at::kFloat8_e4m3fn) == (info[kPlanKvFp8] != 0), F, "k_cache is ", kvt,
+              " but the plan was made for a ", info[kPlanKvFp8] ? "float8_e4m3fn" : "bf16/fp16",
+              " cache: build the wrapper with kv_dtype=k_cache.dtype");
   for (auto [t, name] : {std::pair{&a.k_cache, "k_cache"}, std::pair{&a.v_cache, "v_cache"}}) {
     check_device(*t, name, dev);
     TORCH_CHECK(t->dim() == 4, F, name, " must be [num_pages, page_size, Hkv, D], got ", t->dim(),

@@ -127,6 +127,7 @@ enum PlanInfoField : int32_t {
   kPlanExtendTma,          // 1: sm_90a interior K/V tiles by TMA
   kPlanDecodeKernel,       // DecodeKernel of the decode rows
   kPlanOffCounts,          // offset of the PlanCount header (both kinds of plan)
+  kPlanKvFp8,              // 1: planned for a float8_e4m3 cache (the kernels chosen depend on it)
   kPlanGraphSafe,          // 1: the layout and launch geometry are the bucket's (below)
   kPlanGraphMaxRows,
   kPlanGraphMaxTokens,
