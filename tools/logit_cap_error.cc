@@ -1,7 +1,8 @@
 // Max error of the two tanh formulas the kernels used for the logit cap, in fp32 on the CPU,
 // against tanh in double:  g++ -O2 tools/logit_cap_error.cc -o /tmp/lce && /tmp/lce
-//   exp2 form: 1 - 2 / (2^(2x log2 e) + 1)  (decode, Triton oracle; now every GPU kernel)
-//   tanhf:     the C library's tanhf       (the extend kernels before)
+//   exp2 form: 1 - 2 / (2^(2x log2 e) + 1)  (the decode kernel before; the Triton oracle)
+//   tanhf:     tanhf                       (the extend kernels; now every GPU kernel,
+//                                           common/math.cuh; CUDA's tanhf is within 2 ulp too)
 // The GPU's ex2.approx (2 ulp) and __fdividef (2 ulp) are modelled by perturbing
 // their results by +-2 ulp. What the softmax sees is cap * tanh, in log2 units: an
 // absolute error err in tanh moves a weight by a factor 2^(cap * log2e * err).

@@ -10,9 +10,11 @@
 
 namespace mixed_attn::gpu {
 
-// w_i of a state with max m_part in a merge whose max is m (m >= m_part).
+// w_i of a state with max m_part in a merge whose max is m (m >= m_part). An empty merge
+// (m = -inf) subtracts 0 instead, so that exp2(-inf - -inf) never makes a NaN; an empty state
+// in a non-empty merge gets exp2(-inf) = 0. One select on m, shared by all parts of a merge.
 __device__ __forceinline__ float state_weight(float m_part, float m) {
-  return m_part == -INFINITY ? 0.0f : fast_exp2(m_part - m);
+  return fast_exp2(m_part - (m == -INFINITY ? 0.0f : m));
 }
 
 // LSE (natural log) of a merged state with max m (log2 units) and sum l.
@@ -49,7 +51,7 @@ __device__ __forceinline__ void online_softmax_step(float (&s)[kN][4], float (&r
     // A row with no visible key so far keeps m = -inf; subtract 0 then so that
     // exp2(-inf - -inf) never makes a NaN.
     const float m_base = m == -INFINITY ? 0.f : m;
-    alpha[i] = fast_exp2(row_max[i] - m_base);
+    alpha[i] = state_weight(row_max[i], m);  // = 2^(row_max - m_base)
     row_max[i] = m;
     float sum = 0.f;
 #pragma unroll
