@@ -34,10 +34,11 @@
 // them before the epilogue. No global scratch, no second launch, no planner
 // change. Deterministic plans are never split by the policy.
 //
-// Shared-memory tiles (tile_byte_off) use the wgmma 128-byte-swizzle layout
-// (the one TMA writes); with MA_SM90_TMA=0 the no-swizzle canonical layout
-// (8 rows x 16 bytes per 128-byte core matrix) is the default, each producer
-// warp instruction writing 8 rows x 4 chunks = 512 contiguous bytes.
+// Shared-memory tiles (tile_byte_off): the TMA instantiation uses the wgmma
+// 128-byte-swizzle layout (the one TMA writes); the cp.async-only one the
+// no-swizzle canonical layout (8 rows x 16 bytes per 128-byte core matrix),
+// each producer warp instruction writing 8 rows x 4 chunks = 512 contiguous
+// bytes (MA_SM90_SWIZZLE=1 gives it the swizzled layout too).
 //
 // Scope: bf16 / fp16 q with a cache of the same type, head dims 64/128/256.
 // The fp8 cache and other GPUs use extend_kernel.cuh (launch_extend chooses).
