@@ -3,8 +3,10 @@
 Used to choose the defaults of ExtendTraits (csrc/cuda/extend_kernel.cuh) in one device call:
   python3 tools/sweep_extend.py OUT_DIR [v0,w1,...]   (about 30 s per variant after the build)
 Run it after scripts/build_inplace.sh: the test module imports mixed_attn, which needs _C.so.
-Each variant is a set of -DMA_EXTEND_D{64,128,256}_{W,MT,BN,ST,QR,WG} flags (warps, m16 tiles per
-warp, keys per K/V tile, pipeline stages, Q in registers, wgmma on sm_90a).
+Each variant is a set of -DMA_EXTEND_D{64,128,256}_{W,MT,BN,ST,QR} flags (warps, m16 tiles per
+warp, keys per K/V tile, pipeline stages, Q in registers). The in-loop wgmma variants (pw1, WG),
+the per-key TMA boxes (k0) and the diagnostic probes (x1, x2) left the kernels; their numbers
+stay in benchmarks/RESULTS.md and the history below.
 
 Measured on an H200 (2026-11-30, one call, median ms of one extend row, bf16, page 16;
 B = 4096 new over 4096, D = 1024 new over 16384, Hq/Hkv 32/8; matmul 686-708 TFLOP/s):
@@ -33,9 +35,9 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 from extend_shim import build_library  # noqa: E402
 
 
-def shape_flags(d, w, mt, bn, st, qr, wg=0):
+def shape_flags(d, w, mt, bn, st, qr):
     return [f"-DMA_EXTEND_D{d}_W={w}", f"-DMA_EXTEND_D{d}_MT={mt}", f"-DMA_EXTEND_D{d}_BN={bn}",
-            f"-DMA_EXTEND_D{d}_ST={st}", f"-DMA_EXTEND_D{d}_QR={qr}", f"-DMA_EXTEND_D{d}_WG={wg}"]
+            f"-DMA_EXTEND_D{d}_ST={st}", f"-DMA_EXTEND_D{d}_QR={qr}"]
 
 
 VARIANTS = {
@@ -43,7 +45,6 @@ VARIANTS = {
     "v0": {},  # the defaults
     "v1": {64: (4, 2, 32, 3, 0), 128: (4, 2, 32, 3, 0), 256: (4, 1, 32, 2, 0)},
     "v2": {64: (4, 2, 64, 3, 0), 128: (4, 2, 64, 2, 0), 256: (8, 1, 32, 3, 0)},
-    "pw1": {64: (8, 1, 64, 3, 0, 1), 128: (8, 1, 64, 3, 0, 1), 256: (8, 1, 64, 2, 0, 1)},
     # warp-specialised sm_90a kernel (extend_sm90.cuh): keys per tile and ring slots per head dim.
     "s0": {},  # its defaults (the same build as v0: launch_extend picks it for b16 caches)
     "s1": {"extra": ["-DMA_SM90_SWIZZLE=1"]},  # 128-byte-swizzled tiles, whole rows per warp copy
@@ -55,10 +56,6 @@ VARIANTS = {
     "w2": {"extra": ["-DMA_SM90_D64_WGS=2", "-DMA_SM90_D128_WGS=2"]},
     # K/V tiles inside the attended range by TMA (page size a multiple of 16), swizzled layout
     "t0": {"extra": ["-DMA_SM90_TMA=0"]},  # cp.async only (the default before TMA)
-    "k0": {"extra": ["-DMA_SM90_TMA_KEYWISE=0"]},  # page sizes not a multiple of 16 by cp.async
-    # diagnostics (wrong results, timed without tests): no K/V copies / no math
-    "x1": {"extra": ["-DMA_SM90_PROBE=1"]},
-    "x2": {"extra": ["-DMA_SM90_PROBE=2"]},
 }
 # bench_extend.py --kernels per variant: mma.sync variants time the mma kernel, sm90 ones the default.
 KERNELS = {"v": "mma", "p": "mma", "s": "auto", "w": "auto", "t": "auto", "k": "auto", "x": "auto"}

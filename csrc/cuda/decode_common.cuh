@@ -9,14 +9,13 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda/common/math.cuh"
+#include "cuda/common/softmax.cuh"
 #include "mixed_attn/compat.h"
 #include "mixed_attn/params.h"
 #include "cuda/plan_counts.cuh"
 
 namespace mixed_attn::gpu::decode {
-
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
 
 // Derived per-launch constants, computed once on the host.
 struct DecodeConsts {
@@ -103,22 +102,10 @@ __device__ __forceinline__ int32_t page_of_key(const SplitView& v, const DecodeC
   return v.pages[key / page_size];
 }
 
-__device__ __forceinline__ float fast_exp2(float x) {
-#if defined(MA_CUDA)
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-#else
-  return exp2f(x);
-#endif
-}
-
-// tanh through one exp2: 1 - 2 / (e^{2x} + 1). Absolute error ~1e-7, which is
-// what matters once the result is multiplied by the cap.
+// The logit cap (common/math.cuh) with this launch's constants; without a cap just the scale.
 __device__ __forceinline__ float capped_score(float raw, const DecodeConsts& c) {
   if (!c.has_cap) return raw * c.score_scale;
-  const float e = fast_exp2(raw * c.cap_inner * (2.0f * kLog2e));
-  return c.cap_outer * (1.0f - __fdividef(2.0f, e + 1.0f));
+  return logit_cap_log2(raw, c.cap_inner, c.cap_outer);
 }
 
 // Through compat.h's conversions: they also cover ROCm's older bf16 class.
@@ -126,16 +113,6 @@ template <typename T>
 __device__ __forceinline__ float to_float(T x) { return ma_to_float(x); }
 template <typename T>
 __device__ __forceinline__ T from_float(float x) { return ma_from_float<T>(x); }
-
-// e4m3fn byte -> float, exact (portable path; the tensor-core path converts in pairs).
-__device__ __forceinline__ float e4m3_to_float(uint8_t b) {
-  const int e = (b >> 3) & 15, m = b & 7;
-  float v;
-  if (e == 0) v = ldexpf(float(m), -9);
-  else if (e == 15 && m == 7) v = __int_as_float(0x7fc00000);
-  else v = ldexpf(float(8 + m), e - 10);
-  return (b & 0x80) ? -v : v;
-}
 
 // Writes 4 consecutive output values of head `hq` of a row (q dtype).
 template <typename OutT>
@@ -165,30 +142,30 @@ __global__ void decode_merge_kernel(const DecodeParams p) {
   if (n <= 1) return;  // stage 1 wrote this row directly
   const int token = a.plan.qo_indptr[a.plan.decode_rows[d]];
 
-  float m = -INFINITY;
-  for (int s = 0; s < n; ++s) m = fmaxf(m, p.partial_lse[int64_t(first + s) * Hq + h]);
-  const float sink = a.maybe_sinks ? a.maybe_sinks[h] : -INFINITY;
-  m = fmaxf(m, sink);
+  // The splits' states (o normalised, lse natural log) merged as in common/softmax.cuh, in
+  // log2 units: state s has max lse_s log2 e and sum 1; the sink is one more state with o = 0.
+  const float sink = a.maybe_sinks ? a.maybe_sinks[h] * kLog2e : -INFINITY;
+  float m = sink;
+  for (int s = 0; s < n; ++s) m = fmaxf(m, p.partial_lse[int64_t(first + s) * Hq + h] * kLog2e);
   float acc[kVec];
 #pragma unroll
   for (int i = 0; i < kVec; ++i) acc[i] = 0.0f;
   float denom = 0.0f;
   for (int s = 0; s < n; ++s) {
-    const float lse = p.partial_lse[int64_t(first + s) * Hq + h];
-    const float w = lse == -INFINITY ? 0.0f : expf(lse - m);
+    const float w = state_weight(p.partial_lse[int64_t(first + s) * Hq + h] * kLog2e, m);
     denom += w;
     const float* src = p.partial_out + (int64_t(first + s) * Hq + h) * D + lane * kVec;
 #pragma unroll
     for (int i = 0; i < kVec; ++i) acc[i] += w * src[i];
   }
-  if (a.maybe_sinks) denom += expf(sink - m);
+  denom += state_weight(sink, m);
   const float inv = 1.0f / denom;
   OutT* dst = static_cast<OutT*>(a.out) + int64_t(token) * a.out_stride_token +
               int64_t(h) * a.out_stride_head + lane * kVec;
 #pragma unroll
   for (int i = 0; i < kVec; ++i) dst[i] = from_float<OutT>(acc[i] * inv);
   if (a.maybe_lse != nullptr && lane == 0)
-    a.maybe_lse[int64_t(token) * a.lse_stride_token + h] = m + logf(denom);
+    a.maybe_lse[int64_t(token) * a.lse_stride_token + h] = state_lse(m, denom);
 }
 
 }  // namespace mixed_attn::gpu::decode
@@ -196,7 +173,8 @@ __global__ void decode_merge_kernel(const DecodeParams p) {
 namespace mixed_attn::gpu::decode {
 
 // Combines the states of `parts` independent key subsets of one head (max m_w
-// in log2 units, sum l_w, unnormalised output o_w) into weights f_w such that
+// in log2 units, sum l_w, unnormalised output o_w; the merge of common/softmax.cuh) into
+// weights f_w such that
 // the head's output is sum_w f_w * o_w. For a row with one split (`final_out`)
 // the sink joins the denominator here and lse is the row's LSE; otherwise the
 // result is the split's partial (no sink; -inf and zero weights if no key).
@@ -214,17 +192,16 @@ __device__ __forceinline__ void combine_parts(const float* m_parts, const float*
     lse = -INFINITY;
     return;
   }
-  float denom = final_out && sink_log2 != -INFINITY ? exp2f(sink_log2 - m) : 0.0f;
+  float denom = final_out ? state_weight(sink_log2, m) : 0.0f;
 #pragma unroll
   for (int w = 0; w < kParts; ++w) {
-    const float mw = m_parts[w * stride];
-    f[w] = mw == -INFINITY ? 0.0f : exp2f(mw - m);
+    f[w] = state_weight(m_parts[w * stride], m);
     denom += f[w] * l_parts[w * stride];
   }
   const float scale = v_scale / denom;
 #pragma unroll
   for (int w = 0; w < kParts; ++w) f[w] *= scale;
-  lse = (m + log2f(denom)) * kLn2;
+  lse = state_lse(m, denom);
 }
 
 }  // namespace mixed_attn::gpu::decode

@@ -3,22 +3,19 @@
 // block, decode row), then the merge for rows with more than one split.
 // Included by one decode_hd*.cu per head dim so the builds run in parallel.
 #pragma once
+#include "cuda/common/smem_optin.h"
 #include "decode_common.cuh"
 #include "decode_portable.cuh"
 #include "decode_tc.cuh"
 
 namespace mixed_attn::gpu::decode {
 
-// kKernel as a template argument: the opt-in shared-memory limit is set once
-// per kernel (a static per instantiation), not once per kernel signature.
 template <auto kKernel>
 const char* launch_stage1(int smem_bytes, int threads, dim3 grid, const DecodeParams& p,
                           const DecodeConsts& c, gpuStream_t stream) {
   if (smem_bytes > 48 * 1024) {
-    static const gpuError_t attr_status = gpuFuncSetAttribute(
-        reinterpret_cast<const void*>(kKernel), gpuFuncAttributeMaxDynamicSharedMemorySize,
-        smem_bytes);
-    if (attr_status != gpuSuccess) return gpuGetErrorString(attr_status);
+    const char* err = opt_in_dynamic_smem(reinterpret_cast<const void*>(kKernel), smem_bytes);
+    if (err != nullptr) return err;
   }
   kKernel<<<grid, threads, smem_bytes, stream>>>(p, c);
   return nullptr;

@@ -30,7 +30,7 @@ __device__ __forceinline__ float block_reduce(float x, float* red) {
 
 template <typename CT>
 __device__ __forceinline__ float cache_to_float(CT x) {
-  if constexpr (std::is_same_v<CT, uint8_t>) return e4m3_to_float(x);
+  if constexpr (std::is_same_v<CT, uint8_t>) return ma_fp8e4m3_to_float(x);
   else return to_float<CT>(x);
 }
 
@@ -80,10 +80,10 @@ __global__ void __launch_bounds__(kPortableThreads)
         score = capped_score(dot, c);
       }
       const float mx = block_reduce<true>(score, red);
+      // The merge of common/softmax.cuh: (m, l) with this block of keys, one key per thread.
       const float m_new = fmaxf(m, mx);
-      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-      const float alpha = exp2f(m - m_use);
-      const float pk = exp2f(score - m_use);
+      const float alpha = state_weight(m, m_new);
+      const float pk = state_weight(score, m_new);
       p_s[tid] = pk;
       const float sum = block_reduce<false>(pk, red);  // its barriers also publish p_s, *_off_s
       l = l * alpha + sum;

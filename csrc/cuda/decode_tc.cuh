@@ -25,9 +25,11 @@
 #include "decode_common.cuh"
 
 #if defined(MA_CUDA)
-#include <cuda_fp8.h>
+#include "cuda/arch/sm80.cuh"
+#include "cuda/common/fp8.cuh"
+#include "cuda/extend_frag_layout.h"
 
-// Tuning knobs (measured on an H200, see benchmarks/bench_decode.py).
+// Tuning knobs (benchmarks/bench_decode.py; numbers in benchmarks/RESULTS.md).
 #ifndef MA_DECODE_WARPS
 #define MA_DECODE_WARPS 4
 #endif
@@ -43,9 +45,8 @@ struct TcTraits {
   static constexpr int kRowBytes = D * kElem;             // one key of one kv head
   static constexpr int kChunks = kRowBytes / 16;          // 16-byte chunks per row
   // 4 warps x 16 keys per tile and a ~96 KB ring (3 stages at D=128 bf16, 2
-  // CTAs/SM) measured best on the H200: 2 warps with a 112 KB ring (7 stages)
-  // was 22% slower on case H, 2 warps with 80 KB 18% slower. D=256 bf16 uses 2
-  // warps so that a 3-stage ring still fits 2 CTAs per SM.
+  // CTAs/SM) measured best on the H200 (benchmarks/RESULTS.md). D=256 bf16 uses
+  // 2 warps so that a 3-stage ring still fits 2 CTAs per SM.
   static constexpr int kWarps = kChunks >= 32 ? 2 : MA_DECODE_WARPS;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kTileKeys = 16 * kWarps;
@@ -81,56 +82,6 @@ __device__ __forceinline__ int swizzle(int r) {
   else if constexpr (kChunks == 16) return ((r >> 1) & 1) | ((((r >> 2) ^ r) & 1) << 2);
   else if constexpr (kChunks == 32) return ((r >> 1) & 3) | ((r & 1) << 2);
   else return 0;  // 64-byte rows (D=64 fp8): two rows share a bank line, no swizzle
-}
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16-byte async copy; `valid == false` writes zeros without reading global memory.
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
-  const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-template <typename MT>
-__device__ __forceinline__ void mma_16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                          uint32_t a3, uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<MT, ma_bf16>) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  } else {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-}
-
-template <typename MT>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<MT, ma_bf16>) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  } else {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-}
-
-// Two e4m3 bytes (low byte -> low half) to an fp16 pair; exact.
-__device__ __forceinline__ uint32_t e4m3x2_to_half2(uint32_t two_bytes) {
-  __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_bytes & 0xffffu),
-                                             __NV_E4M3);
-  return uint32_t(h.x) | (uint32_t(h.y) << 16);
 }
 
 template <int D, typename QT, bool kFp8, bool kTwoHalves>
@@ -230,8 +181,8 @@ __global__ void __launch_bounds__(TcTraits<D, kFp8>::kThreads)
         }
 #pragma unroll
         for (int s = 0; s < Tr::kStepsPerChunk; ++s) {
-          qf[cg][s][2 * half + 0] = pack2<MT>(x[4 * s + 0], x[4 * s + 1]);
-          qf[cg][s][2 * half + 1] = pack2<MT>(x[4 * s + 2], x[4 * s + 3]);
+          qf[cg][s][2 * half + 0] = MmaType<MT>::pack(x[4 * s + 0], x[4 * s + 1]);
+          qf[cg][s][2 * half + 1] = MmaType<MT>::pack(x[4 * s + 2], x[4 * s + 3]);
         }
       }
     }
@@ -331,29 +282,10 @@ __global__ void __launch_bounds__(TcTraits<D, kFp8>::kThreads)
         s[nt][e] = x;
       }
 
-    // Online softmax per half (rows g and g + 8).
+    // Online softmax per half (rows g and g + 8; the S accumulators are in the mma.sync C
+    // layout). Scores are already in log2 units: multiplier 1.
     float alpha[2];
-#pragma unroll
-    for (int half = 0; half < kHalves; ++half) {
-      float mx = fmaxf(fmaxf(s[0][2 * half], s[0][2 * half + 1]),
-                       fmaxf(s[1][2 * half], s[1][2 * half + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m_run[half], mx);
-      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-      alpha[half] = fast_exp2(m_run[half] - m_use);
-      m_run[half] = m_new;
-      float sum = 0.0f;
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float pe = fast_exp2(s[nt][2 * half + e] - m_use);
-          s[nt][2 * half + e] = pe;
-          sum += pe;
-        }
-      l_run[half] = l_run[half] * alpha[half] + sum;
-    }
+    online_softmax_step<extend_detail::AccLayoutMma16816, kHalves>(s, m_run, l_run, alpha, 1.0f);
 #pragma unroll
     for (int j = 0; j < Tr::kDRun; ++j) {
       o[j][0] *= alpha[0];
@@ -363,10 +295,10 @@ __global__ void __launch_bounds__(TcTraits<D, kFp8>::kThreads)
         o[j][3] *= alpha[1];
       }
     }
-    const uint32_t pa0 = pack2<MT>(s[0][0], s[0][1]);
-    const uint32_t pa2 = pack2<MT>(s[1][0], s[1][1]);
-    const uint32_t pa1 = kTwoHalves ? pack2<MT>(s[0][2], s[0][3]) : 0u;
-    const uint32_t pa3 = kTwoHalves ? pack2<MT>(s[1][2], s[1][3]) : 0u;
+    const uint32_t pa0 = MmaType<MT>::pack(s[0][0], s[0][1]);
+    const uint32_t pa2 = MmaType<MT>::pack(s[1][0], s[1][1]);
+    const uint32_t pa1 = kTwoHalves ? MmaType<MT>::pack(s[0][2], s[0][3]) : 0u;
+    const uint32_t pa3 = kTwoHalves ? MmaType<MT>::pack(s[1][2], s[1][3]) : 0u;
 
     // O += P V. This lane's V rows are keys 2t, 2t+1, 2t+8, 2t+9 of the warp's
     // 16; its columns are d = g * D/8 + j of output tile j.

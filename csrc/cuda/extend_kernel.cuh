@@ -1,11 +1,9 @@
 // The extend kernel: FlashAttention-2-style attention of query tiles over the
 // paged KV cache, on tensor cores, with a multi-stage cp.async pipeline for
-// the K/V tiles. Portable path: mma.sync m16n8k16 + ldmatrix (sm_80+, the
-// default everywhere). Optional sm_90a path (ExtendTraits::kWgmma, off by
-// default): the same loop with both GEMMs as wgmma; it passes the tests on the
-// H200 but is not faster (sweep variant pw1). On H100/H200 builds with sm_90a,
-// launch_extend uses the warp-specialised kernel in extend_sm90.cuh instead
-// for bf16/fp16 caches; this kernel serves fp8 caches and other GPUs.
+// the K/V tiles: mma.sync m16n8k16 + ldmatrix (sm_80+). On H100/H200 builds
+// with sm_90a, launch_extend uses the warp-specialised kernel in
+// extend_sm90.cuh instead for bf16/fp16 caches; this kernel serves fp8 caches
+// and other GPUs.
 //
 // Work: one CTA per (extend tile, group of q heads). A tile is
 // plan.extend_tiles[i] = (row, q_start); the planner sorts them costliest first.
@@ -20,7 +18,9 @@
 // softmax in base 2. Only tiles that straddle the causal diagonal or the
 // window's left edge are masked; tiles outside [first visible key, last
 // visible key] are never loaded, and key slots outside that range are
-// zero-filled, so unwritten cache memory never reaches P.V.
+// zero-filled, so unwritten cache memory never reaches P.V. The logit cap,
+// the online-softmax step and the fp8 widening are the shared ones
+// (common/math.cuh, common/softmax.cuh, common/fp8.cuh).
 // fp8 e4m3 cache: tiles land as bytes and are widened exactly to bf16/fp16 in
 // shared memory; k_scale is folded into the score scale, v_scale into the
 // final normalisation.
@@ -39,8 +39,11 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda/common/fp8.cuh"
+#include "cuda/common/math.cuh"
+#include "cuda/common/smem_optin.h"
+#include "cuda/common/softmax.cuh"
 #include "cuda/extend_mma.cuh"
-#include "cuda/extend_wgmma.cuh"
 #include "mixed_attn/compat.h"
 #include "mixed_attn/launch_policy.h"
 #include "cuda/plan_counts.cuh"
@@ -57,16 +60,9 @@ namespace mixed_attn::gpu::extend_detail {
 // (check with -Xptxas -v). Each field can be overridden at build time (e.g.
 // -DMA_EXTEND_D128_W=4 -DMA_EXTEND_D128_MT=2 ...) to compare shapes in one
 // benchmark run (benchmarks/sweep_extend.py). The defaults are the fastest
-// shapes that passed the tests on an H200 (2026-11-30, bf16, page 16, one
-// 4096-token extend over a 4096 prefix / 1024 over 16k): head dim 64:
-// 4 warps x 32 rows, 2 CTAs per SM (0.97 ms vs 1.14 for 8 x 16 rows); 128:
-// 8 warps x 16 rows with Q in registers (1.88 ms; 4 x 32 rows was within 1%,
-// with spills); 256: 8 x 16 rows, BN 32, Q re-read from shared memory.
-// kWgmma: on sm_90a the two GEMMs run as warpgroup MMAs (wgmma): S = Q K^T
-// with both operands in shared memory, O += P V with P from registers; needs
-// kMTiles == 1 and whole warpgroups (kQInRegs is ignored: Q stays in shared
-// memory, as wgmma register operands kept live across loop iterations were
-// seen clobbered by ptxas 13.0). Other targets use the mma.sync loop.
+// shapes that passed the tests on an H200 (benchmarks/RESULTS.md): head dim
+// 64: 4 warps x 32 rows, 2 CTAs per SM; 128: 8 warps x 16 rows with Q in
+// registers; 256: 8 x 16 rows, BN 32, Q re-read from shared memory.
 //
 // HIP: CDNA has 64 KB of LDS per workgroup (the shapes above need up to
 // 128 KB), and with synchronous loads a third slot buys nothing, so smaller
@@ -74,11 +70,10 @@ namespace mixed_attn::gpu::extend_detail {
 // of 64 lanes, Q in registers (the MFMA B operand is 2 VGPRs per k-step),
 // 2 slots; head dim 64: 128 rows x 64 keys (48 KB), 128: 64 x 32 (48 KB),
 // 256: 64 x 16 (64 KB).
-template <int W, int MT, int BN, int ST, bool QR, bool WG>
+template <int W, int MT, int BN, int ST, bool QR>
 struct ExtendShape {
   static constexpr int kWarps = W, kMTiles = MT, kBlockN = BN, kStages = ST;
-  static constexpr bool kQInRegs = QR, kWgmma = WG;
-  static_assert(!WG || (MT == 1 && W % 4 == 0 && BN % 64 == 0 && BN <= 256), "wgmma shape");
+  static constexpr bool kQInRegs = QR;
 };
 #if defined(MA_HIP)
 #ifndef MA_EXTEND_D64_W
@@ -124,9 +119,6 @@ struct ExtendShape {
 #ifndef MA_EXTEND_D64_ST
 #define MA_EXTEND_D64_ST 3
 #endif
-#ifndef MA_EXTEND_D64_WG
-#define MA_EXTEND_D64_WG 0
-#endif
 #ifndef MA_EXTEND_D64_QR
 #define MA_EXTEND_D64_QR 0
 #endif
@@ -141,9 +133,6 @@ struct ExtendShape {
 #endif
 #ifndef MA_EXTEND_D128_ST
 #define MA_EXTEND_D128_ST 3
-#endif
-#ifndef MA_EXTEND_D128_WG
-#define MA_EXTEND_D128_WG 0
 #endif
 #ifndef MA_EXTEND_D128_QR
 #define MA_EXTEND_D128_QR 1
@@ -160,9 +149,6 @@ struct ExtendShape {
 #ifndef MA_EXTEND_D256_ST
 #define MA_EXTEND_D256_ST 2
 #endif
-#ifndef MA_EXTEND_D256_WG
-#define MA_EXTEND_D256_WG 0
-#endif
 #ifndef MA_EXTEND_D256_QR
 #define MA_EXTEND_D256_QR 0
 #endif
@@ -170,7 +156,7 @@ struct ExtendShape {
 template <int kHeadDim> struct ExtendTraits;
 #define MA_EXTEND_SHAPE(d) \
   ExtendShape<MA_EXTEND_D##d##_W, MA_EXTEND_D##d##_MT, MA_EXTEND_D##d##_BN, MA_EXTEND_D##d##_ST, \
-              MA_EXTEND_D##d##_QR != 0, MA_EXTEND_D##d##_WG != 0>
+              MA_EXTEND_D##d##_QR != 0>
 template <> struct ExtendTraits<64> : MA_EXTEND_SHAPE(64) {};
 template <> struct ExtendTraits<128> : MA_EXTEND_SHAPE(128) {};
 template <> struct ExtendTraits<256> : MA_EXTEND_SHAPE(256) {};
@@ -201,19 +187,6 @@ __device__ __forceinline__ int swz(int row, int chunk) {
   return row * kChunks * 8 + ((chunk ^ (row & 7)) << 3);
 }
 
-// Element offset of chunk `chunk` of row `row` in a K/V tile. Swizzled (see
-// swz) for the mma.sync path; for wgmma the no-swizzle canonical layout: each
-// 8-row x 16-byte core matrix is 128 contiguous bytes, chunks of one 8-row
-// group follow each other (128 B apart), 8-row groups are 16 * D bytes apart.
-// ldmatrix reads from it are conflict-free too (8 rows = one 128-byte block).
-template <int kChunks, bool kInterleaved>
-__device__ __forceinline__ int kv_off(int row, int chunk) {
-  if constexpr (kInterleaved)
-    return (row & 7) * 8 + chunk * 64 + (row >> 3) * (kChunks * 64);
-  else
-    return swz<kChunks>(row, chunk);
-}
-
 // Element offset of element `col` of row `row` in a swizzled tile (the MFMA
 // path's 4-element fragment reads never cross a 16-byte chunk).
 template <int kChunks>
@@ -230,36 +203,7 @@ using AccLayout = AccLayoutMma16816;
 static_assert(AccLayout::kLanes == kWarpSize, "accumulator layout and warp width disagree");
 
 #if MA_EXTEND_HAS_MMA
-#if defined(MA_CUDA)
-// e4m3 -> b16, exact. Places the e4m3 sign/exponent/mantissa into fp16 bits
-// (the exponent field is 4 bits wide there too, mantissa shifted left by 7),
-// then multiplies by 2^8 to move from e4m3's exponent bias (7) to fp16's (15).
-// Subnormals map onto fp16 subnormals, so they come out right as well.
-// NaN encodings are not preserved (a valid cache never holds them).
-__device__ __forceinline__ __half2 e4m3x2_to_half2(uint32_t two_bytes) {
-  const uint32_t bits = ((two_bytes & 0x80u) << 8) | ((two_bytes & 0x7Fu) << 7) |
-                        ((two_bytes & 0x8000u) << 16) | ((two_bytes & 0x7F00u) << 15);
-  __half2 h = *reinterpret_cast<const __half2*>(&bits);
-  return __hmul2(h, __float2half2_rn(256.0f));
-}
-template <typename T> __device__ __forceinline__ uint32_t e4m3x2_to(uint32_t two_bytes);
-template <> __device__ __forceinline__ uint32_t e4m3x2_to<ma_half>(uint32_t two_bytes) {
-  __half2 h = e4m3x2_to_half2(two_bytes);
-  return *reinterpret_cast<uint32_t*>(&h);
-}
-template <> __device__ __forceinline__ uint32_t e4m3x2_to<ma_bf16>(uint32_t two_bytes) {
-  const float2 f = __half22float2(e4m3x2_to_half2(two_bytes));
-  __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);  // exact: e4m3 fits in bf16
-  return *reinterpret_cast<uint32_t*>(&b);
-}
-#else
-// e4m3 -> b16 on HIP: through fp32 (compat.h), exact, as is the rounding to b16
-// (every e4m3 value is a bf16 and an fp16 value).
-template <typename T> __device__ __forceinline__ uint32_t e4m3x2_to(uint32_t two_bytes) {
-  return MmaType<T>::pack(ma_fp8e4m3_to_float(uint8_t(two_bytes & 0xFFu)),
-                          ma_fp8e4m3_to_float(uint8_t((two_bytes >> 8) & 0xFFu)));
-}
-
+#if defined(MA_HIP)
 // 8 b16 values of key `key`, head-dim columns 8 * chunk .. 8 * chunk + 7, into
 // the transposed V tile (vt_off): eight 2-byte LDS stores, paid once per CTA,
 // where every wavefront's reads of the tile then take one 8-byte load per MFMA
@@ -275,16 +219,15 @@ __device__ __forceinline__ void put_v_transposed(T* v_tile, int key, int chunk, 
 #endif  // MA_CUDA
 
 // Stages one 16-byte chunk (key `key`, head dims 8 * chunk ..) of a b16 V tile:
-// row-major (swizzled or interleaved, per kv_off) through cp.async on NVIDIA,
-// transposed on HIP.
-template <int kChunks, int BN, bool kInterleaved, typename T>
+// row-major (swizzled) through cp.async on NVIDIA, transposed on HIP.
+template <int kChunks, int BN, typename T>
 __device__ __forceinline__ void stage_v_16(T* v_tile, int key, int chunk, const T* src, bool valid) {
 #if defined(MA_HIP)
   uint4 v = make_uint4(0u, 0u, 0u, 0u);
   if (valid) v = *reinterpret_cast<const uint4*>(src);
   put_v_transposed<BN>(v_tile, key, chunk, v);
 #else
-  cp_async_16(v_tile + kv_off<kChunks, kInterleaved>(key, chunk), src, valid);
+  cp_async_16(v_tile + swz<kChunks>(key, chunk), src, valid);
 #endif
 }
 
@@ -301,13 +244,13 @@ struct RowFinish {
 __device__ __forceinline__ RowFinish finish_row(float l, float m, const float* sinks, int head, float out_scale) {
   float o_mul = 1.f;
   if (sinks != nullptr) {
-    const float sink2 = sinks[head] * 1.4426950408889634f;
+    const float sink2 = sinks[head] * kLog2e;
     const float m_new = fmaxf(m, sink2);
     o_mul = fast_exp2(m - m_new);
     l = l * o_mul + fast_exp2(sink2 - m_new);
     m = m_new;
   }
-  return RowFinish{o_mul * out_scale / l, (m + __log2f(l)) * 0.6931471805599453f};
+  return RowFinish{o_mul * out_scale / l, (m + __log2f(l)) * kLn2};
 }
 
 struct ExtendArgs {
@@ -337,9 +280,6 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
   constexpr int kRows = AccLayout::kRowsPerLane;    // query rows a lane holds per m-tile
   constexpr int kCols = AccLayout::kCols;           // consecutive columns per row and tile
   constexpr int kKvTileElems = BN * D;
-  constexpr float kLog2e = 1.4426950408889634f;
-  // wgmma only where the target has it (sm_90a); the mma.sync loop elsewhere.
-  constexpr bool kUseWgmma = Tr::kWgmma && MA_EXTEND_HAS_WGMMA;
   static_assert(kStages >= 2, "pipeline needs two slots");
   static_assert(BN % 16 == 0 && D % 16 == 0, "tile shapes");
 
@@ -405,16 +345,14 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
       const int h = q_head0 + (valid ? r % pack : 0);
       const T* src = q_ptr + int64_t(token0 + pass_q0 + qi) * a.q_stride_token +
                      int64_t(h) * a.q_stride_head + c * 8;
-      cp_async_16(smem_q + (kUseWgmma ? kv_off<kChunks, true>(r, c) : swz<kChunks>(r, c)), src, valid);
+      cp_async_16(smem_q + swz<kChunks>(r, c), src, valid);
     }
     cp_async_commit();
 
     // ---- K/V tile loader. Each thread reads the page ids of the rows it loads one
     // K/V tile ahead (plain loads whose latency hides behind a tile of math) instead
     // of right before issuing the tile's cp.async, where every warp would wait on
-    // those dependent loads after each barrier. Measured on the H200 (2026-11-30,
-    // sweep variant p0 against v0): B d128 1.873 -> 1.604 ms, D d128 1.289 -> 1.086,
-    // B d64 0.965 -> 0.833, B d256 2.161 -> 1.930. ----
+    // those dependent loads after each barrier (benchmarks/RESULTS.md). ----
     constexpr int kChunksRowP = kFp8 ? D / 16 : D / 8;
     constexpr int kRowsPerThread = BN / (kThreads / kChunksRowP);
     static_assert(kThreads % kChunksRowP == 0 && BN % (kThreads / kChunksRowP) == 0, "loader layout");
@@ -448,9 +386,9 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
           cp_async_16(k_dst + r * D + c * 16, k_cache + k_off + c * 16, valid);
           cp_async_16(v_dst + r * D + c * 16, v_cache + v_off + c * 16, valid);
         } else {
-          cp_async_16(reinterpret_cast<T*>(k_dst) + kv_off<kChunks, kUseWgmma>(r, c),
+          cp_async_16(reinterpret_cast<T*>(k_dst) + swz<kChunks>(r, c),
                       k_cache + k_off + c * 8, valid);
-          stage_v_16<kChunks, BN, kUseWgmma>(reinterpret_cast<T*>(v_dst), r, c,
+          stage_v_16<kChunks, BN>(reinterpret_cast<T*>(v_dst), r, c,
                                              v_cache + v_off + c * 8, valid);
         }
       }
@@ -469,7 +407,7 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
     __syncthreads();
     constexpr int kMT = Tr::kMTiles;
     const int warp_row0 = warp * 16 * kMT;
-    constexpr bool kQRegs = Tr::kQInRegs && !kUseWgmma;
+    constexpr bool kQRegs = Tr::kQInRegs;
     constexpr int kQRegSteps = kQRegs ? kKSteps : 1;
 #if defined(MA_HIP)
     // Q^T is the B operand of S^T = K Q^T: lane l holds query b_col(l) of the
@@ -531,10 +469,6 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
 
     for (int tile = 0; tile < num_kv_tiles; ++tile) {
       cp_async_wait<kStages - 2>();
-#if MA_EXTEND_HAS_WGMMA
-      // cp.async writes are generic-proxy writes; the tensor cores read through the async proxy.
-      if constexpr (kUseWgmma) fence_proxy_async();
-#endif
       __syncthreads();
       {
         const int next = tile + kStages - 1;
@@ -557,14 +491,14 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
           const int r = e / kChunks8, c = e % kChunks8;
           const uint4 raw = *reinterpret_cast<const uint4*>((is_v ? v8 : k8) + r * D + c * 16);
           uint4 lo, hi;
-          lo.x = e4m3x2_to<T>(raw.x & 0xFFFFu);
-          lo.y = e4m3x2_to<T>(raw.x >> 16);
-          lo.z = e4m3x2_to<T>(raw.y & 0xFFFFu);
-          lo.w = e4m3x2_to<T>(raw.y >> 16);
-          hi.x = e4m3x2_to<T>(raw.z & 0xFFFFu);
-          hi.y = e4m3x2_to<T>(raw.z >> 16);
-          hi.z = e4m3x2_to<T>(raw.w & 0xFFFFu);
-          hi.w = e4m3x2_to<T>(raw.w >> 16);
+          lo.x = e4m3x2_to_b16<T>(raw.x & 0xFFFFu);
+          lo.y = e4m3x2_to_b16<T>(raw.x >> 16);
+          lo.z = e4m3x2_to_b16<T>(raw.y & 0xFFFFu);
+          lo.w = e4m3x2_to_b16<T>(raw.y >> 16);
+          hi.x = e4m3x2_to_b16<T>(raw.z & 0xFFFFu);
+          hi.y = e4m3x2_to_b16<T>(raw.z >> 16);
+          hi.z = e4m3x2_to_b16<T>(raw.w & 0xFFFFu);
+          hi.w = e4m3x2_to_b16<T>(raw.w >> 16);
           T* dst = smem_wide + (is_v ? kKvTileElems : 0);
 #if defined(MA_HIP)
           if (is_v) {  // V is read transposed on AMD (vt_off)
@@ -573,12 +507,9 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
             continue;
           }
 #endif
-          *reinterpret_cast<uint4*>(dst + kv_off<kChunks, kUseWgmma>(r, 2 * c)) = lo;
-          *reinterpret_cast<uint4*>(dst + kv_off<kChunks, kUseWgmma>(r, 2 * c + 1)) = hi;
+          *reinterpret_cast<uint4*>(dst + swz<kChunks>(r, 2 * c)) = lo;
+          *reinterpret_cast<uint4*>(dst + swz<kChunks>(r, 2 * c + 1)) = hi;
         }
-#if MA_EXTEND_HAS_WGMMA
-        if constexpr (kUseWgmma) fence_proxy_async();
-#endif
         __syncthreads();
         k_s = smem_wide;
         v_s = smem_wide + kKvTileElems;
@@ -594,24 +525,6 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
 #pragma unroll
         for (int n = 0; n < kNTilesS; ++n)
           s_acc[mt][n][0] = s_acc[mt][n][1] = s_acc[mt][n][2] = s_acc[mt][n][3] = 0.f;
-#if MA_EXTEND_HAS_WGMMA
-      if constexpr (kUseWgmma) {
-        // Each warpgroup: S[64 rows, BN] += Q[64, 16 k] K^T per k-step; Q and K
-        // tiles are K-major (d contiguous within a core matrix): LBO = next 8 d
-        // (128 B), SBO = next 8 rows (16 * D B); a k-step advances 2 chunks (256 B).
-        // Q tile in the same layout, this warpgroup's 64 rows = 8 row groups.
-        const T* q_wg = smem_q + (warp / 4) * 64 * D;
-        fence_regs(s_acc[0]);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < kKSteps; ++kk)
-          WgmmaSS<BN, T>::run(s_acc[0], wgmma_desc(q_wg + kk * 128, 128, 16 * D),
-                              wgmma_desc(k_s + kk * 128, 128, 16 * D));
-        wgmma_commit();
-        wgmma_wait_all();
-        fence_regs(s_acc[0]);
-      } else
-#endif
       {
 #if defined(MA_HIP)
         // S^T = K Q^T: the A operand is the K tile (lane l: key a_row(l) of the
@@ -649,7 +562,7 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
             // matrices: (keys 0-7, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 0-7), (keys 8-15, d 8-15)
             uint32_t b[4];
             const int key = nn * 16 + (lane % 8) + (lane / 16) * 8;
-            ldmatrix_x4(b, k_s + kv_off<kChunks, kUseWgmma>(key, kk * 2 + (lane / 8) % 2));
+            ldmatrix_x4(b, k_s + swz<kChunks>(key, kk * 2 + (lane / 8) % 2));
 #pragma unroll
             for (int mt = 0; mt < kMT; ++mt) {
               const uint32_t(&a_frag)[4] = kQRegs ? q_frag[mt][kQRegs ? kk : 0] : a_smem[mt];
@@ -673,7 +586,7 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
           for (int n = 0; n < kNTilesS; ++n)
 #pragma unroll
             for (int e = 0; e < 4; ++e)
-              s_acc[mt][n][e] = cap_log2 * tanhf(s_acc[mt][n][e] * cap_inv_scaled);
+              s_acc[mt][n][e] = logit_cap_log2(s_acc[mt][n][e], cap_inv_scaled, cap_log2);
       }
       if (needs_mask) {
 #pragma unroll
@@ -690,42 +603,7 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
         float alpha[kRows];
-#pragma unroll
-        for (int i = 0; i < kRows; ++i) {
-          // Row i's elements of this lane: s_acc[mt][n][i * kCols + c].
-          float mx = -INFINITY;
-#pragma unroll
-          for (int n = 0; n < kNTilesS; ++n) {
-            float v = s_acc[mt][n][i * kCols];
-#pragma unroll
-            for (int c = 1; c < kCols; ++c) v = fmaxf(v, s_acc[mt][n][i * kCols + c]);
-            mx = fmaxf(mx, v);
-          }
-          // The other lanes of the row (AccLayout: lane bits kRowLaneShift..).
-#pragma unroll
-          for (int step = 1; step < AccLayout::kLanesPerRow; step *= 2)
-            mx = fmaxf(mx, MA_SHFL_XOR(mx, step << AccLayout::kRowLaneShift));
-          // score_mult > 0, so the max of the scaled scores is the scaled max.
-          const float m = fmaxf(row_max[mt][i], mx * score_mult);
-          // A row with no visible key so far keeps m = -inf; subtract 0 then so
-          // that exp2(-inf - -inf) never makes a NaN.
-          const float m_base = m == -INFINITY ? 0.f : m;
-          alpha[i] = fast_exp2(row_max[mt][i] - m_base);
-          row_max[mt][i] = m;
-          float sum = 0.f;
-#pragma unroll
-          for (int n = 0; n < kNTilesS; ++n) {
-#pragma unroll
-            for (int c = 0; c < kCols; ++c)
-              s_acc[mt][n][i * kCols + c] =
-                  fast_exp2(fmaf(s_acc[mt][n][i * kCols + c], score_mult, -m_base));
-            float part = s_acc[mt][n][i * kCols];
-#pragma unroll
-            for (int c = 1; c < kCols; ++c) part += s_acc[mt][n][i * kCols + c];
-            sum += part;
-          }
-          row_sum[mt][i] = row_sum[mt][i] * alpha[i] + sum;
-        }
+        online_softmax_step<AccLayout>(s_acc[mt], row_max[mt], row_sum[mt], alpha, score_mult);
 #pragma unroll
         for (int n = 0; n < kNTilesO; ++n)
 #pragma unroll
@@ -765,24 +643,6 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
           p_frag[mt][kk][2] = MmaType<T>::pack(s_acc[mt][2 * kk + 1][0], s_acc[mt][2 * kk + 1][1]);
           p_frag[mt][kk][3] = MmaType<T>::pack(s_acc[mt][2 * kk + 1][2], s_acc[mt][2 * kk + 1][3]);
         }
-#if MA_EXTEND_HAS_WGMMA
-      if constexpr (kUseWgmma) {
-        // Each warpgroup: O[64 rows, D] += P[64, 16 keys] V[16 keys, D] per
-        // key-step; V is N-major (d contiguous) in the same layout as K, read
-        // transposed: LBO = next 8 keys (16 * D B), SBO = next 8 d (128 B).
-        fence_regs(o_acc[0]);
-        fence_regs(p_frag[0]);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; ++kk)
-          Wgmma<D, T, true>::run(o_acc[0], p_frag[0][kk],
-                                 wgmma_desc(v_s + kk * 16 * D, 16 * D, 128));
-        wgmma_commit();
-        wgmma_wait_all();
-        fence_regs(o_acc[0]);
-        fence_regs(p_frag[0]);
-      } else
-#endif
       {
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk) {
@@ -791,7 +651,7 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
           for (int dn = 0; dn < kNTilesO / 2; ++dn) {
             // matrices: (keys 0-7, d 0-7), (keys 8-15, d 0-7), (keys 0-7, d 8-15), (keys 8-15, d 8-15)
             uint32_t b[4];
-            ldmatrix_x4_trans(b, v_s + kv_off<kChunks, kUseWgmma>(key, dn * 2 + lane / 16));
+            ldmatrix_x4_trans(b, v_s + swz<kChunks>(key, dn * 2 + lane / 16));
 #pragma unroll
             for (int mt = 0; mt < kMT; ++mt) {
               mma_16816<T>(o_acc[mt][2 * dn], p_frag[mt][kk], b[0], b[1]);
@@ -869,12 +729,8 @@ const char* launch_extend_impl(const ExtendParams& p, gpuStream_t stream) {
   if (blocks > 0x7fffffff) return "extend: too many (tile, head group) blocks for one launch";
 
   auto kernel = extend_kernel<kHeadDim, T, kFp8>;
-  // Raise the dynamic shared-memory limit. The attribute belongs to the current
-  // device's context, so it is set on every launch (a cheap host call, legal
-  // during graph capture) rather than once per process.
-  const gpuError_t attr_status = gpuFuncSetAttribute(
-      reinterpret_cast<const void*>(kernel), gpuFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  if (attr_status != gpuSuccess) return gpuGetErrorString(attr_status);
+  const char* smem_err = opt_in_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem);
+  if (smem_err != nullptr) return smem_err;
   kernel<<<dim3(unsigned(blocks)), dim3(kThreads), kSmem, stream>>>(args);
   MA_RETURN_LAUNCH_STATUS();
 }

@@ -34,28 +34,26 @@
 // them before the epilogue. No global scratch, no second launch, no planner
 // change. Deterministic plans are never split by the policy.
 //
-// Shared-memory tiles (tile_byte_off) use the wgmma 128-byte-swizzle layout
-// (the one TMA writes); with MA_SM90_TMA=0 the no-swizzle canonical layout
-// (8 rows x 16 bytes per 128-byte core matrix) is the default, each producer
-// warp instruction writing 8 rows x 4 chunks = 512 contiguous bytes.
+// Shared-memory tiles (tile_byte_off): the TMA instantiation uses the wgmma
+// 128-byte-swizzle layout (the one TMA writes); the cp.async-only one the
+// no-swizzle canonical layout (8 rows x 16 bytes per 128-byte core matrix),
+// each producer warp instruction writing 8 rows x 4 chunks = 512 contiguous
+// bytes (MA_SM90_SWIZZLE=1 gives it the swizzled layout too).
 //
 // Scope: bf16 / fp16 q with a cache of the same type, head dims 64/128/256.
 // The fp8 cache and other GPUs use extend_kernel.cuh (launch_extend chooses).
-//
-// Measured on an H200 (2026-11-30, benchmarks/RESULTS.md): with two consumer
-// warpgroups 45% of the bf16 matmul rate on cases B and D, bound by the K/V
-// copies from L2 (diagnostic builds, MA_SM90_PROBE: without the copies 83-93%
-// of the matmul rate, without the math the copies alone take 98% of the time).
-// Three warpgroups copy a third fewer bytes per FLOP: B 58.5%; the KV split
-// fills the idle last wave of D: 57.1%; TMA copies: B 67%, D 66% (70% / 69% in
-// the sweep that chose them; without
-// any copies the same kernel reaches 84% / 81%: the rest is the copies' cost).
+// The kernel is bound by the K/V copies from L2: three consumer warpgroups, the
+// KV split and the TMA copies each exist to cut or hide copy time (the rates of
+// each step against the bf16 matmul: benchmarks/RESULTS.md).
 #pragma once
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
+#include "cuda/common/smem_optin.h"
+#include "cuda/common/softmax.cuh"
 #include "cuda/extend_kernel.cuh"
+#include "cuda/extend_wgmma.cuh"
 #include "cuda/plan_counts.cuh"
 #include "cuda/tma_encoder.h"
 #if defined(MA_CUDA)
@@ -86,36 +84,20 @@ namespace mixed_attn::gpu::extend_detail {
 #ifndef MA_SM90_D256_ST
 #define MA_SM90_D256_ST 2
 #endif
-// 1: shared-memory tiles in the 128-byte-swizzled wgmma layout (see tile_byte_off);
-// 0: the no-swizzle layout of extend_kernel.cuh's wgmma path. Both pass the tests;
-// 0 measured faster on the H200 (2026-11-30, ms, B / D at d128: 1.347 / 0.921 vs
-// 1.372 / 0.950; B at d64 0.725 vs 0.904, at d256 1.308 vs 1.485): the swizzled
-// copies cost one shared table read per 16-byte chunk instead of per row.
+// Layout of the cp.async-only instantiation's tiles. 1: the 128-byte-swizzled wgmma
+// layout (see tile_byte_off); 0: the no-swizzle canonical layout, faster on the H200
+// (benchmarks/RESULTS.md): the swizzled copies cost one shared table read per 16-byte
+// chunk instead of per row. The TMA instantiation always uses the swizzled layout.
 #ifndef MA_SM90_SWIZZLE
 #define MA_SM90_SWIZZLE 0
 #endif
-// Diagnostic builds only (wrong results; benchmarks/sweep_extend.py variants x*):
-// 1 = the producer issues no K/V copies (time of the math alone), 2 = the
-// consumers do no math (time of the copies alone).
-#ifndef MA_SM90_PROBE
-#define MA_SM90_PROBE 0
-#endif
 // 1: K/V tiles inside the attended range are copied by TMA into the 128-byte-
-// swizzled layout: one 4-D tensor copy per (16 keys of one page, 64 columns) when
-// the page size is a multiple of 16, else (MA_SM90_TMA_KEYWISE) one per (key, 64
-// columns); edge tiles keep cp.async. The launcher then runs the instantiation
-// with the swizzled layout; plans it cannot serve by TMA run the cp.async-only
-// one (layout per MA_SM90_SWIZZLE). 0: cp.async only.
-// Measured on the H200 (2026-11-30, page 16, B / D at d128): 0.856 / 0.601 ms with
-// TMA against 1.050 / 0.739 ms with cp.async only (70.1% / 68.7% of the matmul rate).
+// swizzled layout, one 4-D tensor copy per (16 keys of one page, 64 columns), when
+// the page size is a multiple of 16; edge tiles keep cp.async. Plans TMA cannot
+// serve (other page sizes; head dim 64, see the launcher) run the cp.async-only
+// instantiation. 0: cp.async only.
 #ifndef MA_SM90_TMA
 #define MA_SM90_TMA 1
-#endif
-// Per-key boxes measured slower than cp.async into the no-swizzle layout on the
-// H200 (2026-11-30, 4096 new over 4096, page 1: d128 1.588 vs 1.053 ms, d64 1.029
-// vs 0.622): 128-byte copies are too small for TMA. Off by default.
-#ifndef MA_SM90_TMA_KEYWISE
-#define MA_SM90_TMA_KEYWISE 0
 #endif
 // 1: issue S(t) with PV(t-1) and exponentiate while PV runs; 0: one GEMM at a time.
 #ifndef MA_SM90_OVERLAP
@@ -167,7 +149,7 @@ constexpr int sm90_smem_bytes() {
 // their partial O, row max and row sum (fp32, one float4 per thread per 8 output
 // columns, plus one) in rank 0's Q + ring region, which has room for one partial
 // at every head dim. Three splits (room at head dim 64) measured slower than two
-// on the H200 (2026-11-30, D at d64: 0.509 vs 0.445 ms; d128: 0.770 vs 0.739).
+// (benchmarks/RESULTS.md).
 template <int kHeadDim>
 constexpr int sm90_max_kv_splits() {
   using Tr = Sm90Traits<kHeadDim>;
@@ -184,7 +166,9 @@ constexpr int sm90_max_kv_splits() {
 // applies that XOR to address bits 4-6 from bits 7-9, so tiles are 1024-byte
 // aligned. A warp copying one row's 8 chunks per 8 lanes writes 8 distinct bank
 // groups, and reads whole 128-256-byte rows from global memory.
-// Not swizzled: kv_off<kChunks, true> (8-row x 16-byte core matrices), in bytes.
+// Not swizzled: the canonical no-swizzle layout, each 8-row x 16-byte core matrix
+// 128 contiguous bytes, the chunks of an 8-row group 128 B apart, 8-row groups
+// kChunks * 128 B apart.
 // The TMA descriptors of the K and V caches (kernel parameters). On HIP a
 // placeholder of the same size: the sm_90a kernel is never launched there.
 #if defined(MA_CUDA)
@@ -198,8 +182,10 @@ struct alignas(64) TmaMap {
 #endif
 struct Sm90TmaMaps {
   TmaMap k, v;
-  int box_keys;  // keys per TMA box: 16 (page size a multiple of 16) or 1
 };
+// Keys per TMA box: 16 keys of one page (the launcher uses TMA only for page sizes
+// that are multiples of 16).
+constexpr int kTmaBoxKeys = 16;
 
 template <int kChunks, int kRows, bool kSwizzle>
 __device__ __forceinline__ int tile_byte_off(int r, int c) {
@@ -325,7 +311,6 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
   constexpr int kNTilesS = BN / 8;
   constexpr int kNTilesO = D / 8;
   constexpr int kTileElems = BN * D;
-  constexpr float kLog2e = 1.4426950408889634f;
   static_assert(BN % 64 == 0 && BN <= 128 && D % 32 == 0, "sm90 tile shape");
   static_assert(kStages >= 2, "ring needs two slots");
 
@@ -401,7 +386,7 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
     const int page_size = a.page_size;
     const int page_base = plan.kv_indptr[row];
     const int row_in_group = lane % 8;  // this lane's row within an 8-row group
-    const int box_keys = maps.box_keys;  // launcher: 16 only when page_size % 16 == 0
+    constexpr int box_keys = kTmaBoxKeys;
     const int chunk_in_quad = lane / 8;
     int it = 0;  // K/V tiles issued so far (over all passes): ring position
     for (int pass = 0, pass_q0 = tile_q0; pass_q0 < tile_end; ++pass, pass_q0 += args.tile_capacity) {
@@ -467,7 +452,7 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
         // TMA only for tiles whose every key is attended: the cp.async path zero-fills the others
         // (a stale NaN in a masked V row would survive P = 0 as 0 * NaN).
         const int tile_key0 = first_tile_key + tile * BN;
-        const bool tma_tile = kTma && MA_SM90_PROBE != 1 && tile_key0 >= kv_lo && tile_key0 + BN <= kv_hi;
+        const bool tma_tile = kTma && tile_key0 >= kv_lo && tile_key0 + BN <= kv_hi;
         // Every producer thread arrives once per slot and phase (count 128) on either path.
         auto copy_tma = [&](const TmaMap* map, T* dst_tile, uint64_t* full) {
           if (tid == 0) mbar_arrive_expect_tx(full, uint32_t(kTileElems * sizeof(T)));
@@ -489,9 +474,7 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
         // copy_rows(K or V): the tile's rows from the cache into a ring slot.
         auto copy_rows = [&](const T* cache, T* dst_tile, bool is_v) {
           unsigned char* dst = reinterpret_cast<unsigned char*>(dst_tile);
-          if constexpr (MA_SM90_PROBE == 1) {
-            (void)cache, (void)dst, (void)is_v;
-          } else if constexpr (kSwizzle) {
+          if constexpr (kSwizzle) {
             // Lanes: kRowsPerCopy rows x kChunkLanes consecutive chunks; one chunk per row per thread.
             const int c0 = lane % kChunkLanes;
             // Four rows in flight per thread: a full unroll hoists every row's address and spills.
@@ -630,7 +613,7 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
 #pragma unroll
         for (int n = 0; n < kNTilesS; ++n)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) s_acc[n][e] = cap_log2 * tanhf(s_acc[n][e] * cap_inv_scaled);
+          for (int e = 0; e < 4; ++e) s_acc[n][e] = logit_cap_log2(s_acc[n][e], cap_inv_scaled, cap_log2);
       }
       const bool needs_mask = (n0 + BN - 1 > min_pos) || (window >= 0 && n0 < max_pos - window);
       if (needs_mask) {
@@ -643,27 +626,7 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
             if (j > p || (window >= 0 && j < p - window)) s_acc[n][e] = -INFINITY;
           }
       }
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int n = 0; n < kNTilesS; ++n) mx = fmaxf(mx, fmaxf(s_acc[n][2 * i], s_acc[n][2 * i + 1]));
-        mx = fmaxf(mx, MA_SHFL_XOR(mx, 1));
-        mx = fmaxf(mx, MA_SHFL_XOR(mx, 2));
-        const float m = fmaxf(row_max[i], mx * score_mult);
-        // No visible key yet: m = -inf; subtract 0 so exp2 never sees -inf - -inf.
-        const float m_base = m == -INFINITY ? 0.f : m;
-        alpha[i] = fast_exp2(row_max[i] - m_base);
-        row_max[i] = m;
-        float sum = 0.f;
-#pragma unroll
-        for (int n = 0; n < kNTilesS; ++n) {
-          s_acc[n][2 * i] = fast_exp2(fmaf(s_acc[n][2 * i], score_mult, -m_base));
-          s_acc[n][2 * i + 1] = fast_exp2(fmaf(s_acc[n][2 * i + 1], score_mult, -m_base));
-          sum += s_acc[n][2 * i] + s_acc[n][2 * i + 1];
-        }
-        row_sum[i] = row_sum[i] * alpha[i] + sum;
-      }
+      online_softmax_step<AccLayoutMma16816>(s_acc, row_max, row_sum, alpha, score_mult);
     };
     auto rescale_o = [&](const float (&alpha)[2]) {
 #pragma unroll
@@ -692,75 +655,64 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
     mbar_wait(q_full, pass & 1);
     fence_proxy_async();
     float alpha[2];
-    if constexpr (MA_SM90_PROBE == 2) {
-      for (int k = 0; k < my_tiles; ++k) {
-        wait_full(k_full, it + k);
-        release(&k_empty[slot_of(it + k)]);
-        wait_full(v_full, it + k);
-        release(&v_empty[slot_of(it + k)]);
-      }
-      row_sum[0] = row_sum[1] = 1.f;
-      row_max[0] = row_max[1] = 0.f;
-      it += my_tiles;
-      release(q_empty);
-    } else if (my_tiles == 0) {
+    if (my_tiles == 0) {
       release(q_empty);  // an empty share: O = 0, max = -inf, sum = 0
     } else {
-    // First tile: S, softmax, P (O is zero: no rescale).
-    wait_full(k_full, it);
-    issue_s(it);
-    wgmma_wait<0>();
-    fence_regs(s_acc);
-    release(&k_empty[slot_of(it)]);
-    softmax(tile_begin, alpha);
-    pack_p();
-    for (int tile = tile_begin + 1; tile < tile_begin + my_tiles; ++tile) {
-      const int cur = it + (tile - tile_begin), prev = cur - 1;
-      if constexpr (Tr::kOverlap) {
-      wait_full(k_full, cur);
-      issue_s(cur);
-      wait_full(v_full, prev);
-      issue_pv(prev);
-      wgmma_wait<1>();  // S(cur) done; PV(prev) may still run
-      fence_regs(s_acc);
-      release(&k_empty[slot_of(cur)]);
-      softmax(tile, alpha);
-      wgmma_wait<0>();
-      fence_regs(o_acc);
-      fence_regs(p_frag);
-      release(&v_empty[slot_of(prev)]);
-      rescale_o(alpha);
-      pack_p();
-      } else {
-      wait_full(v_full, prev);
-      issue_pv(prev);
-      wgmma_wait<0>();
-      fence_regs(o_acc);
-      fence_regs(p_frag);
-      release(&v_empty[slot_of(prev)]);
-      wait_full(k_full, cur);
-      issue_s(cur);
+      // First tile: S, softmax, P (O is zero: no rescale).
+      wait_full(k_full, it);
+      issue_s(it);
       wgmma_wait<0>();
       fence_regs(s_acc);
-      release(&k_empty[slot_of(cur)]);
-      softmax(tile, alpha);
-      rescale_o(alpha);
+      release(&k_empty[slot_of(it)]);
+      softmax(tile_begin, alpha);
       pack_p();
+      for (int tile = tile_begin + 1; tile < tile_begin + my_tiles; ++tile) {
+        const int cur = it + (tile - tile_begin), prev = cur - 1;
+        if constexpr (Tr::kOverlap) {
+          wait_full(k_full, cur);
+          issue_s(cur);
+          wait_full(v_full, prev);
+          issue_pv(prev);
+          wgmma_wait<1>();  // S(cur) done; PV(prev) may still run
+          fence_regs(s_acc);
+          release(&k_empty[slot_of(cur)]);
+          softmax(tile, alpha);
+          wgmma_wait<0>();
+          fence_regs(o_acc);
+          fence_regs(p_frag);
+          release(&v_empty[slot_of(prev)]);
+          rescale_o(alpha);
+          pack_p();
+        } else {
+          wait_full(v_full, prev);
+          issue_pv(prev);
+          wgmma_wait<0>();
+          fence_regs(o_acc);
+          fence_regs(p_frag);
+          release(&v_empty[slot_of(prev)]);
+          wait_full(k_full, cur);
+          issue_s(cur);
+          wgmma_wait<0>();
+          fence_regs(s_acc);
+          release(&k_empty[slot_of(cur)]);
+          softmax(tile, alpha);
+          rescale_o(alpha);
+          pack_p();
+        }
       }
+      {
+        const int last = it + my_tiles - 1;
+        wait_full(v_full, last);
+        issue_pv(last);
+        wgmma_wait<0>();
+        fence_regs(o_acc);
+        fence_regs(p_frag);
+        release(&v_empty[slot_of(last)]);
+      }
+      it += my_tiles;
+      // Every S GEMM of this pass has completed: Q may be overwritten by the next pass.
+      release(q_empty);
     }
-    {
-      const int last = it + my_tiles - 1;
-      wait_full(v_full, last);
-      issue_pv(last);
-      wgmma_wait<0>();
-      fence_regs(o_acc);
-      fence_regs(p_frag);
-      release(&v_empty[slot_of(last)]);
-    }
-    it += my_tiles;
-    // Every S GEMM of this pass has completed: Q may be overwritten by the next pass.
-    release(q_empty);
-    }  // MA_SM90_PROBE != 2
 
     if (kv_splits > 1) {
       // ---- KV-split merge through distributed shared memory (single pass) ----
@@ -782,10 +734,11 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
           float mine_mul[2], other_mul[2];
 #pragma unroll
           for (int i = 0; i < 2; ++i) {
+            // The merge of common/softmax.cuh (O and sums stay unnormalised: the epilogue
+            // adds the sink and normalises).
             const float m = fmaxf(row_max[i], other_max[i]);
-            const float m_base = m == -INFINITY ? 0.f : m;
-            mine_mul[i] = fast_exp2(row_max[i] - m_base);
-            other_mul[i] = fast_exp2(other_max[i] - m_base);
+            mine_mul[i] = state_weight(row_max[i], m);
+            other_mul[i] = state_weight(other_max[i], m);
             row_sum[i] = row_sum[i] * mine_mul[i] + other_sum[i] * other_mul[i];
             row_max[i] = m;
           }
@@ -892,20 +845,18 @@ const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
   const bool use_tma = a.plan.extend_tma != 0;
   if (use_tma) {
 #if defined(MA_CUDA) && MA_SM90_TMA
-    // The policy asks for TMA only at page sizes of a multiple of 16: 16-key page boxes.
-    maps.box_keys = 16;
-    if (a.page_size % 16 != 0 ||
-        !encode_cache_map<T>(&maps.k, a.k_cache, a.k_stride_page, a.k_stride_slot, a.k_stride_head, maps.box_keys, a) ||
-        !encode_cache_map<T>(&maps.v, a.v_cache, a.v_stride_page, a.v_stride_slot, a.v_stride_head, maps.box_keys, a))
+    // The policy asks for TMA only at page sizes of a multiple of kTmaBoxKeys.
+    if (a.page_size % kTmaBoxKeys != 0 ||
+        !encode_cache_map<T>(&maps.k, a.k_cache, a.k_stride_page, a.k_stride_slot, a.k_stride_head, kTmaBoxKeys, a) ||
+        !encode_cache_map<T>(&maps.v, a.v_cache, a.v_stride_page, a.v_stride_slot, a.v_stride_head, kTmaBoxKeys, a))
       return "extend: the plan asks for TMA but the cache's tensor map could not be encoded (plan with extend_tma=0)";
 #else
     return "extend: the plan asks for TMA but this build has no TMA path (plan with extend_tma=0)";
 #endif
   }
   auto kernel = use_tma ? extend_sm90_kernel<kHeadDim, T, true> : extend_sm90_kernel<kHeadDim, T, false>;
-  const gpuError_t attr_status = gpuFuncSetAttribute(
-      reinterpret_cast<const void*>(kernel), gpuFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  if (attr_status != gpuSuccess) return gpuGetErrorString(attr_status);
+  const char* smem_err = opt_in_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem);
+  if (smem_err != nullptr) return smem_err;
   if (kv_splits == 1) {
     kernel<<<dim3(unsigned(blocks)), dim3(Sm90Traits<kHeadDim>::kThreads), kSmem, stream>>>(args, 1, maps);
     MA_RETURN_LAUNCH_STATUS();
