@@ -11,5 +11,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 if ! "$PY" -c "import torch" 2>/dev/null; then
   "$PY" -m pip install -q torch==2.13.0
 fi
-"$PY" -m pip install -q pytest numpy "scikit-build-core>=0.10" cmake ninja triton
+# transformers is pinned: tests/test_transformers_integration.py checks the adapter against the one
+# release it supports (psutil: transformers sizes its paged cache from host memory on the CPU).
+"$PY" -m pip install -q pytest numpy "scikit-build-core>=0.10" cmake ninja triton \
+  transformers==5.17.0 psutil
 "$PY" -m pip install -q --no-build-isolation --no-deps .

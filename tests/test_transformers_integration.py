@@ -1,0 +1,187 @@
+"""mixed_attn as the attention of transformers' continuous batching (CPU, fp32, random weights).
+
+Tiny models built from configs (no download, no hub): generate_batch through paged|mixed_attn
+gives the same greedy tokens as transformers' own paged|eager and as the non-paged eager model,
+over prompts of different lengths with a small token budget per step, so prefills are chunked and
+steps mix extend chunks with decodes. transformers is pinned in scripts/setup_env.sh.
+"""
+
+import pytest
+import torch
+
+try:
+    import transformers
+except ImportError:  # scripts/setup_env.sh installs it; say so instead of skipping quietly
+    pytest.skip("transformers is not installed: scripts/setup_env.sh installs the pinned "
+                "transformers==5.17.0 (and psutil, which its CPU memory sizing needs)",
+                allow_module_level=True)
+
+import mixed_attn.integrations.transformers as ma_tf  # noqa: E402
+
+if ma_tf._version_tuple(transformers.__version__) not in ma_tf.SUPPORTED_VERSIONS:
+    pytest.skip(f"transformers {transformers.__version__} is installed; these tests pin 5.17.0 "
+                f"(scripts/setup_env.sh), the version the adapter supports",
+                allow_module_level=True)
+
+from transformers import (ContinuousBatchingConfig, GenerationConfig, GptOssConfig,  # noqa: E402
+                          GptOssForCausalLM, LlamaConfig, LlamaForCausalLM)
+
+VOCAB = 256
+NEW_TOKENS = 10
+# 12 prompts of different lengths; the last two share a 40-token prefix (block sharing).
+PROMPT_LENS = [3, 17, 40, 9, 70, 5, 33, 12, 1, 26]
+
+
+def _prompts():
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(0, VOCAB, (n,), generator=g).tolist() for n in PROMPT_LENS]
+    shared = torch.randint(0, VOCAB, (40,), generator=g).tolist()
+    prompts += [shared + [7, 8, 9], shared + [11] * 6]
+    return prompts
+
+
+def _cb_config():
+    # A 48-token budget per step with 16-token blocks: long prompts are prefilled in chunks over
+    # several steps while earlier requests decode, so most steps are mixed.
+    return ContinuousBatchingConfig(block_size=16, num_blocks=96, max_batch_tokens=48,
+                                    use_cuda_graph=False)
+
+
+def _gen_config():
+    return GenerationConfig(max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=-1,
+                            pad_token_id=0)
+
+
+def _generate_batch(model, impl, prompts):
+    model.set_attn_implementation(impl)
+    out = model.generate_batch(inputs=prompts, generation_config=_gen_config(),
+                               continuous_batching_config=_cb_config())
+    res = []
+    for i in range(len(prompts)):
+        o = out[f"req_{i}"]
+        assert o.error is None, f"{impl}: request {i} failed: {o.error}"
+        res.append(list(o.generated_tokens))
+    return res
+
+
+def _generate_plain(model, prompts):
+    model.set_attn_implementation("eager")
+    res = []
+    for p in prompts:
+        ids = torch.tensor([p])
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=_gen_config())
+        res.append(out[0, len(p):].tolist())
+    return res
+
+
+def _llama():
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=256, intermediate_size=256,
+                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                      head_dim=64, max_position_embeddings=512, tie_word_embeddings=False)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def _gpt_oss(layer_types=("full_attention", "full_attention")):
+    torch.manual_seed(0)
+    cfg = GptOssConfig(vocab_size=VOCAB, hidden_size=128, intermediate_size=128,
+                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                       head_dim=64, max_position_embeddings=512, num_local_experts=4,
+                       num_experts_per_tok=2, sliding_window=8, layer_types=list(layer_types))
+    model = GptOssForCausalLM(cfg).eval()
+    with torch.no_grad():  # sinks large enough to move the softmax (they init near 0)
+        for layer in model.model.layers:
+            layer.self_attn.sinks.normal_(0.0, 2.0)
+    return model
+
+
+def _check_identity(model, mode):
+    prompts = _prompts()
+    ref_paged = _generate_batch(model, "paged|eager", prompts)
+    ma_tf.reset_stats()
+    name = ma_tf.register(mode=mode)
+    got = _generate_batch(model, name, prompts)
+    stats = dict(ma_tf.stats)
+    plain = _generate_plain(model, prompts)
+    for i, p in enumerate(prompts):
+        assert got[i] == ref_paged[i], f"prompt {i} (len {len(p)}): mixed_attn vs paged|eager"
+        assert got[i] == plain[i], f"prompt {i} (len {len(p)}): mixed_attn vs non-paged eager"
+    layers = model.config.num_hidden_layers
+    # One plan and one host sync per step, every layer of every step through mixed_attn.
+    assert stats["steps"] > 0 and stats["host_syncs"] == stats["steps"]
+    assert stats["layer_calls"] == stats["steps"] * layers
+    assert stats["mixed_steps"] >= 3, stats  # the test really mixes extend chunks and decodes
+    assert stats["decode_rows"] > 0 and stats["extend_rows"] > 0
+
+
+@pytest.mark.parametrize("mode", ["split", "fold"])
+def test_llama_gqa_tokens_identical(mode):
+    _check_identity(_llama(), mode)
+
+
+def test_gpt_oss_sinks_tokens_identical():
+    _check_identity(_gpt_oss(), "split")
+
+
+def test_sinks_matter():
+    """The sinks of the gpt-oss fixture change the tokens, so the identity above checks them."""
+    model = _gpt_oss()
+    prompts = _prompts()[:4]
+    name = ma_tf.register()
+    with_sinks = _generate_batch(model, name, prompts)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.sinks.zero_()
+    assert _generate_batch(model, name, prompts) != with_sinks
+
+
+def test_sliding_window_refused_never_wrong():
+    model = _gpt_oss(layer_types=("sliding_attention", "full_attention"))
+    with pytest.raises(ValueError, match="sliding-window"):
+        ma_tf.register(config=model.config)
+    with pytest.raises(ValueError, match="sliding-window"):
+        ma_tf.check_config(model.config)
+    # Without the registration-time check, the first step refuses: every request fails with
+    # the adapter's message and no token is produced.
+    name = ma_tf.register()
+    model.set_attn_implementation(name)
+    out = model.generate_batch(inputs=_prompts()[:3], generation_config=_gen_config(),
+                               continuous_batching_config=_cb_config())
+    assert len(out) == 3
+    for o in out.values():
+        assert o.error is not None and "sliding-window" in o.error
+        assert list(o.generated_tokens) == []
+
+
+def test_from_pretrained_name(tmp_path):
+    """from_pretrained(..., attn_implementation="paged|mixed_attn") from a local save (no hub)."""
+    name = ma_tf.register()
+    _llama().save_pretrained(tmp_path)
+    model = LlamaForCausalLM.from_pretrained(tmp_path, attn_implementation=name).eval()
+    assert model.config._attn_implementation == name
+    prompts = _prompts()[:4]
+    ma_tf.reset_stats()
+    got = _generate_batch(model, name, prompts)
+    assert ma_tf.stats["layer_calls"] > 0
+    assert got == _generate_batch(model, "paged|eager", prompts)
+
+
+def test_plain_forward_refused():
+    model = _llama()
+    model.set_attn_implementation(ma_tf.register())
+    with pytest.raises(ValueError, match="without a paged cache"):
+        model(torch.tensor([[1, 2, 3]]))
+
+
+def test_version_and_name_checks():
+    assert ma_tf.check_version("5.17.0") == "5.17.0"
+    assert ma_tf.check_version("5.17.2.dev0") == "5.17.2.dev0"
+    for bad in ["5.16.0", "5.18.0", "4.57.1", "6.0.0"]:
+        with pytest.raises(RuntimeError, match="supports transformers 5.17.x"):
+            ma_tf.check_version(bad)
+    with pytest.raises(ValueError, match="'flash'"):
+        ma_tf.register("paged|flash_mixed")
+    with pytest.raises(ValueError, match="paged\\|"):
+        ma_tf.register("mixed_attn")
+    with pytest.raises(ValueError, match="mode"):
+        ma_tf.register(mode="fast")
