@@ -252,10 +252,14 @@ def _wrapper_for(st, cache, Hq, Hkv, D, dtype, device, scale, cap):
     key = (Hq, Hkv, D, dtype, device, scale, cap)
     w = st.wrappers.get(key)
     if w is None:
+        # A step holds at most max_batch_tokens tokens, so at most that many rows; 512 rows
+        # bound the arena (max_batch x max_splits_per_row partials) on big token budgets, and a
+        # larger step grows it once with a logged warning.
+        max_tokens = max(int(getattr(cache, "max_batch_tokens", 0)), 1)
         w = _wrapper.MixedAttention(
             num_qo_heads=Hq, num_kv_heads=Hkv, head_dim=D, page_size=cache.block_size,
-            device=device, q_dtype=dtype, max_batch=256,
-            max_tokens=max(int(getattr(cache, "max_batch_tokens", 0)), 1), sm_scale=scale,
+            device=device, q_dtype=dtype, max_batch=min(max_tokens, 512),
+            max_tokens=max_tokens, sm_scale=scale,
             logit_cap=cap, mode=_options["mode"], deterministic=_options["deterministic"])
         st.wrappers[key] = w
     if key not in st.planned:
