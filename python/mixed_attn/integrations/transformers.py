@@ -250,6 +250,10 @@ def _new_step(st, cache, cu_q, cu_k, read_index, write_index, full_group, device
         # slots packed by cu_seq_lens_q. All full-attention groups share these positions (each
         # group has its own blocks, so its own page ids: gathered per group in _full_kv_indices).
         st.use_read = read_index[full_group].numel() > 0
+        if not st.use_read and bool((k_len != q_len).any()):
+            # write_index covers only the new tokens: with a past, page 0 would be misread.
+            raise ValueError("mixed_attn: transformers passed no read_index although a row has "
+                             "cached tokens (cu_seq_lens_k > cu_seq_lens_q): cannot find its pages")
         src = read_index[full_group] if st.use_read else write_index[full_group]
         starts = ck[:-1] if st.use_read else cq[:-1]
         row_of_page = torch.repeat_interleave(torch.arange(nreal), pages)
