@@ -143,6 +143,10 @@ def run_impl(model, impl, prompts, a, num_blocks, sync):
             "ttft": ttft, "tokens": res, "errors": errors}
 
 
+def _sec(v):
+    return "-" if v is None else f"{v:.3f}"
+
+
 def pct(xs, q):
     if not xs:
         return None
@@ -217,12 +221,20 @@ def main(argv=None):
 
     warm = make_prompts(a, 4, a.seed + 2)
     results = {}
+    failures = {}
     for s in impls:
         impl = IMPL_NAMES[s]
-        run_impl(model, impl, warm, a, num_blocks, sync)  # warm-up: kernels, allocator, JIT
-        if s == "mixed_attn":
-            ma_tf.reset_stats()
-        r = run_impl(model, impl, prompts, a, num_blocks, sync)
+        try:
+            run_impl(model, impl, warm, a, num_blocks, sync)  # warm-up: kernels, allocator
+            if s == "mixed_attn":
+                ma_tf.reset_stats()
+            r = run_impl(model, impl, prompts, a, num_blocks, sync)
+        except Exception as e:  # noqa: BLE001  (e.g. an OOM of one path: report, keep the rest)
+            failures[s] = C.short_error(e, 200)
+            print(f"  {impl}: FAILED: {failures[s]}", flush=True)
+            if gpu:
+                torch.cuda.empty_cache()
+            continue
         if s == "mixed_attn":
             r["stats"] = dict(ma_tf.stats)
         results[s] = r
@@ -236,8 +248,10 @@ def main(argv=None):
     for s, r in results.items():
         rows.append([IMPL_NAMES[s], f"{r['tok_s']:.1f}",
                      f"{r['tok_s'] / base['tok_s']:.2f}x" if base and base["tok_s"] else "-",
-                     C.fmt_ms(pct(r["ttft"], 0.5)), C.fmt_ms(pct(r["ttft"], 0.95)),
+                     _sec(pct(r["ttft"], 0.5)), _sec(pct(r["ttft"], 0.95)),
                      f"{r['wall_s']:.2f}", str(len(r["errors"]))])
+    for s, why in failures.items():
+        rows.append([IMPL_NAMES[s], "-", "-", "-", "-", "-", f"run failed: {why}"])
     md = [f"### transformers generate_batch: {shape}", "", work, "", C.env_line(env), "",
           C.md_table(header, rows), ""]
     st = results.get("mixed_attn", {}).get("stats")
@@ -275,7 +289,7 @@ def main(argv=None):
             "results": {s: {k: v for k, v in r.items() if k != "tokens"} for s, r in results.items()},
             "identity": ident}, indent=1, default=str) + "\n")
     print(f"done in {time.perf_counter() - t_start:.1f} s")
-    failed = sum(len(r["errors"]) for r in results.values())
+    failed = sum(len(r["errors"]) for r in results.values()) + len(failures)
     return 1 if failed else 0
 
 

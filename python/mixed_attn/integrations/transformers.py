@@ -91,6 +91,8 @@ stats = {"steps": 0, "host_syncs": 0, "layer_calls": 0, "mixed_steps": 0, "decod
 def reset_stats():
     for k in stats:
         stats[k] = 0
+
+
 # Per PagedAttentionCache: its adapter state (wrappers, the current step's plan). Weak keys, so a
 # finished generate_batch frees the state with the cache.
 _states = weakref.WeakKeyDictionary()
