@@ -200,3 +200,73 @@ def test_bench_transformers_tiny(tmp_path):
     import json
     ident = json.loads(js.read_text())["identity"]
     assert ident["frac_identical_requests"] == 1.0 and not ident["suspect_divergences"]
+
+
+class _FakeCache:
+    """The parts of transformers' PagedAttentionCache the adapter reads, one full-attention group."""
+
+    def __init__(self, num_blocks, block_size, hkv, d, layers):
+        self.block_size, self.num_blocks = block_size, num_blocks
+        self.max_batch_tokens = 64
+        self.num_sliding_attention_groups = 0
+        self.sliding_windows = {i: 1 for i in range(layers)}
+        self.layer_index_to_group_indices = {i: (0, i) for i in range(layers)}
+        shape = ((num_blocks + 2) * block_size, hkv, d)
+        self.key_cache = [torch.randn(shape) for _ in range(layers)]
+        self.value_cache = [torch.randn(shape) for _ in range(layers)]
+
+
+def test_padding_rows_and_plan_reuse():
+    """Zero-length padding rows (static-shape padding) are dropped, their output rows zeroed; the
+    layers of a step share one plan; a second step with the same metadata objects replans."""
+    torch.manual_seed(3)
+    bs, hq, hkv, d, layers = 4, 4, 2, 64, 2
+    cache = _FakeCache(num_blocks=12, block_size=bs, hkv=hkv, d=d, layers=layers)
+    past, new = [5, 0, 9], [1, 6, 2]  # a decode row, a fresh prefill, an extend chunk
+    tables = [[3, 7], [1, 10], [4, 0, 8]]  # scattered blocks
+    read, write, cu_q, cu_k = [], [], [0], [0]
+    for p, n, t in zip(past, new, tables):
+        slot = lambda j, t=t: t[j // bs] * bs + j % bs  # noqa: E731
+        read += [slot(j) for j in range(p + n)]
+        write += [slot(j) for j in range(p, p + n)]
+        cu_q.append(cu_q[-1] + n)
+        cu_k.append(cu_k[-1] + p + n)
+    T, pad = cu_q[-1], 3
+    cu_q += [T, T]  # two padding rows
+    cu_k += [cu_k[-1]] * 2
+    q = torch.randn(1, hq, T + pad, d)
+    k = torch.randn(1, hkv, T + pad, d)
+    v = torch.randn(1, hkv, T + pad, d)
+    kw = dict(cache=cache, cu_seq_lens_q=torch.tensor(cu_q, dtype=torch.int32),
+              cu_seq_lens_k=torch.tensor(cu_k, dtype=torch.int32),
+              read_index=[torch.tensor(read)], write_index=[torch.tensor(write)])
+
+    class Layer:
+        def __init__(self, i):
+            self.layer_idx, self.scaling = i, d ** -0.5
+
+    ma_tf.register()
+    ma_tf.reset_stats()
+    outs = [ma_tf.paged_attention_forward(Layer(i), q, k, v, None, scaling=d ** -0.5, **kw)[0]
+            for i in range(layers)]
+    assert ma_tf.stats["steps"] == 1 and ma_tf.stats["layer_calls"] == layers
+    for i, out in enumerate(outs):
+        assert out.shape == (1, T + pad, hq, d)
+        assert torch.all(out[0, T:] == 0)
+        kc, vc = cache.key_cache[i], cache.value_cache[i]
+        # the new tokens were saved to the slots write_index names
+        assert torch.equal(kc[torch.tensor(write)], k[0].transpose(0, 1)[:T])
+        assert torch.equal(vc[torch.tensor(write)], v[0].transpose(0, 1)[:T])
+        for b in range(3):
+            rows = slice(cu_q[b], cu_q[b + 1])
+            keys = kc[torch.tensor(read[cu_k[b]:cu_k[b + 1]])].repeat_interleave(hq // hkv, 1)
+            vals = vc[torch.tensor(read[cu_k[b]:cu_k[b + 1]])].repeat_interleave(hq // hkv, 1)
+            qb = q[0].transpose(0, 1)[rows]
+            s = torch.einsum("thd,khd->htk", qb.double(), keys.double()) * d ** -0.5
+            pos = past[b] + torch.arange(new[b])
+            s = s.masked_fill(torch.arange(past[b] + new[b])[None, :] > pos[:, None], float("-inf"))
+            ref = torch.einsum("htk,khd->thd", s.softmax(-1), vals.double())
+            torch.testing.assert_close(out[0, rows].double(), ref, atol=1e-5, rtol=1e-5)
+    # The same metadata objects at layer 0 again: a new forward pass, planned again.
+    ma_tf.paged_attention_forward(Layer(0), q, k, v, None, scaling=d ** -0.5, **kw)
+    assert ma_tf.stats["steps"] == 2
