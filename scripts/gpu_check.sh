@@ -2,10 +2,12 @@
 # One device call on the GPU machine: build in place, run the GPU tests, a compute-sanitizer
 # subset and the benchmarks, writing every log under $OUT. Usage:
 #   bash scripts/gpu_check.sh [STEPS]      STEPS: comma list of build,tests,sanitize,racecheck,
-#                                          bench,decode_bench,extend_bench,extend_sweep,replay
+#                                          bench,decode_bench,extend_bench,graph_bench,extend_sweep,
+#                                          replay,transformers
 #                                          (default: build,tests,sanitize,bench,replay)
 # PYTEST_ARGS narrows the tests (e.g. "-k decode"; default: all but the source-compile tests, which
 # CI runs and which take a minute of device time); BENCH_ARGS is passed to bench_mixed.py;
+# TF_BENCH_ARGS is passed to bench_transformers.py (the transformers generate_batch benchmark);
 # SWEEP_VARIANTS names the extend_sweep variants (default s0,w3; see tools/sweep_extend.py).
 # The full suite takes about 3.5 minutes on the H200 (TEST_TIMEOUT, default 400 s).
 # MIXED_ATTN_COMMIT names the commit in the benchmark tables (.git does not travel); unset, it is
@@ -51,7 +53,7 @@ if has bench && [ -f benchmarks/bench_mixed.py ]; then
     > "$OUT/bench.log" 2>&1 || status=1
   tail -40 "$OUT/bench.log"
 fi
-for kernel in decode extend; do
+for kernel in decode extend graph; do
   if has "${kernel}_bench" && [ -f "benchmarks/bench_${kernel}.py" ]; then
     args_var="${kernel^^}_BENCH_ARGS"  # DECODE_BENCH_ARGS / EXTEND_BENCH_ARGS
     timeout 240 python3 "benchmarks/bench_${kernel}.py" ${!args_var:-} \
@@ -70,5 +72,13 @@ if has replay && [ -f benchmarks/serve_replay.py ]; then
   timeout ${REPLAY_TIMEOUT:-150} python3 benchmarks/serve_replay.py ${REPLAY_ARGS:-} \
     --markdown "$OUT/replay.md" > "$OUT/replay.log" 2>&1 || status=1
   tail -20 "$OUT/replay.log"
+fi
+if has transformers && [ -f benchmarks/bench_transformers.py ]; then
+  # generate_batch of a random-weight 2.3B Llama-style model: paged|mixed_attn vs paged|sdpa,
+  # served tokens/s, TTFT and the bf16 token-identity check, as markdown.
+  timeout ${TF_TIMEOUT:-480} python3 benchmarks/bench_transformers.py ${TF_BENCH_ARGS:-} \
+    --markdown "$OUT/bench_transformers.md" --json "$OUT/bench_transformers.json" \
+    > "$OUT/bench_transformers.log" 2>&1 || status=1
+  grep -v -i "warn" "$OUT/bench_transformers.log" | tail -30
 fi
 exit $status
