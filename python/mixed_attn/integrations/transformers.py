@@ -66,11 +66,11 @@ Refused with an error (never a wrong token):
 """
 
 import math
-import os
 import weakref
 
 import torch
 
+from .. import env as _env
 from .. import wrapper as _wrapper
 
 ATTN_IMPLEMENTATION = "paged|mixed_attn"
@@ -114,7 +114,7 @@ def check_version(version=None):
     if _version_tuple(version) in SUPPORTED_VERSIONS:
         return version
     supported = ", ".join(f"{a}.{b}.x" for a, b in SUPPORTED_VERSIONS)
-    if os.environ.get(ANY_VERSION_ENV, "0") == "1":
+    if _env.TRANSFORMERS_ANY_VERSION:
         _wrapper.logger.warning("mixed_attn: transformers %s is not a supported version (%s); "
                                 "%s=1 lets it run anyway", version, supported, ANY_VERSION_ENV)
         return version
