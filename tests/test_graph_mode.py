@@ -298,5 +298,7 @@ def test_replay_needing_more_pages_than_captured_is_an_error():
     e.wrapper.plan(st["qo"], st["kvp"], st["seq"])
     capture(e)
     st = e.step([1, 1], [20000, 600])
-    with pytest.raises(ValueError, match="kv_indices holds 100"):
+    copies = e.wrapper.h2d_copies
+    with pytest.raises(RuntimeError, match="kv_indices holds 100"):
         e.wrapper.plan(st["qo"], st["kvp"], st["seq"])
+    assert e.wrapper.h2d_copies == copies

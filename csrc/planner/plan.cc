@@ -136,6 +136,10 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     if (in.num_rows > cfg.graph_max_rows)
       return failed(r, cat("the step has ", in.num_rows, " rows, over the graph bucket's max_batch = ",
                            cfg.graph_max_rows));
+    if (cfg.graph_max_kv_pages > 0 && in.kv_indptr[in.num_rows] > cfg.graph_max_kv_pages)
+      return failed(r, cat("the step needs ", in.kv_indptr[in.num_rows], " page ids but the captured run()'s ",
+                           "kv_indices holds ", cfg.graph_max_kv_pages, ": a replay would read past it (capture ",
+                           "with a kv_indices buffer of the bucket's largest page count)"));
     if (in.qo_indptr[in.num_rows] > cfg.graph_max_tokens)
       return failed(r, cat("the step has ", in.qo_indptr[in.num_rows],
                            " tokens, over the graph bucket's max_tokens = ", cfg.graph_max_tokens));
@@ -367,7 +371,7 @@ const char* const* plan_config_field_names() {
       "ctas_per_sm", "kv_fp8", "device_kind", "device_arch", "num_sms", "device_sm90_extend",
       "device_tma_encoder", "extend_kernel", "decode_kernel", "extend_kv_splits", "extend_tma",
       "extend_tile_tokens", "graph_safe", "graph_max_rows", "graph_max_tokens",
-      "graph_max_extend_tokens", "graph_max_partials", nullptr};
+      "graph_max_extend_tokens", "graph_max_partials", "graph_max_kv_pages", nullptr};
   return names;
 }
 
@@ -428,6 +432,7 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
   c.graph_max_tokens = int32_t(v[kCfgGraphMaxTokens]);
   c.graph_max_extend_tokens = int32_t(v[kCfgGraphMaxExtendTokens]);
   c.graph_max_partials = int32_t(v[kCfgGraphMaxPartials]);
+  c.graph_max_kv_pages = int32_t(v[kCfgGraphMaxKvPages]);
   return {};
 }
 

@@ -268,4 +268,51 @@ ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q, bool capt
   return L;
 }
 
+// ---- planning (shared by the CPU and CUDA plan_upload) ----
+
+static void check_host_int32(const at::Tensor& t, const char* name, int64_t numel) {
+  TORCH_CHECK(t.device().is_cpu(), "mixed_attn.plan: ", name,
+              " must be a host (CPU) tensor: planning never reads device memory, got ", t.device());
+  TORCH_CHECK(t.scalar_type() == at::kInt, "mixed_attn.plan: ", name, " must be int32, got ",
+              t.scalar_type());
+  TORCH_CHECK(t.dim() == 1 && t.is_contiguous(), "mixed_attn.plan: ", name,
+              " must be a contiguous 1-D tensor");
+  if (numel >= 0)
+    TORCH_CHECK(t.numel() == numel, "mixed_attn.plan: ", name, " must have ", numel,
+                " entries, got ", t.numel());
+}
+
+PlanConfig plan_config(c10::IntArrayRef config, int64_t meta_capacity) {
+  PlanConfig cfg;
+  const std::string err = config_from_list(config.data(), int64_t(config.size()), &cfg);
+  TORCH_CHECK(err.empty(), "mixed_attn.plan: ", err);
+  cfg.meta_capacity = meta_capacity;
+  return cfg;
+}
+
+std::vector<int64_t> plan_host(const at::Tensor& qo_indptr, const at::Tensor& kv_indptr,
+                             const at::Tensor& seq_lens, const at::Tensor& meta_out,
+                             c10::IntArrayRef config) {
+  check_host_int32(qo_indptr, "qo_indptr", -1);
+  TORCH_CHECK(qo_indptr.numel() >= 2, "mixed_attn.plan: qo_indptr needs at least 2 entries (one row), got ",
+              qo_indptr.numel());
+  const int64_t B = qo_indptr.numel() - 1;
+  check_host_int32(kv_indptr, "kv_indptr", B + 1);
+  check_host_int32(seq_lens, "seq_lens", B);
+  check_host_int32(meta_out, "meta_out", -1);
+  const PlanConfig cfg = plan_config(config, meta_out.numel());
+  PlanInputs in{qo_indptr.data_ptr<int32_t>(), kv_indptr.data_ptr<int32_t>(),
+                seq_lens.data_ptr<int32_t>(), int32_t(B)};
+  PlanResult r = plan_step(cfg, in, meta_out.data_ptr<int32_t>());
+  TORCH_CHECK(r.ok, "mixed_attn.plan: ", r.error);
+  return r.info;
+}
+
+void check_upload_target(const at::Tensor& meta_host, const at::Tensor& meta_device) {
+  TORCH_CHECK(meta_device.scalar_type() == at::kInt && meta_device.dim() == 1 && meta_device.is_contiguous(),
+              "mixed_attn.plan_upload: meta_device must be a contiguous 1-D int32 tensor");
+  TORCH_CHECK(meta_device.numel() >= meta_host.numel(), "mixed_attn.plan_upload: meta_device holds ",
+              meta_device.numel(), " entries, meta_host ", meta_host.numel());
+}
+
 }  // namespace mixed_attn

@@ -49,4 +49,15 @@ ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q, bool capt
 
 DType to_dtype(at::ScalarType t);
 
+// A PlanConfig from its list form (throws naming the field).
+PlanConfig plan_config(c10::IntArrayRef config, int64_t meta_capacity);
+
+// torch.ops.mixed_attn.plan: checks the host tensors, plans into meta_out, returns plan_info.
+std::vector<int64_t> plan_host(const at::Tensor& qo_indptr, const at::Tensor& kv_indptr,
+                               const at::Tensor& seq_lens, const at::Tensor& meta_out,
+                               c10::IntArrayRef config);
+
+// plan_upload's target buffer: contiguous int32, at least as large as the host one.
+void check_upload_target(const at::Tensor& meta_host, const at::Tensor& meta_device);
+
 }  // namespace mixed_attn

@@ -1,6 +1,8 @@
 // CPU implementations of torch.ops.mixed_attn.{plan, forward, extend_tile_tokens}.
 #include <torch/library.h>
 
+#include <cstring>
+
 #include "cpu/attention_cpu.h"
 #include "mixed_attn/plan.h"
 #include "op_args.h"
@@ -12,48 +14,27 @@
 namespace mixed_attn {
 namespace {
 
-void check_host_int32(const at::Tensor& t, const char* name, int64_t numel) {
-  TORCH_CHECK(t.device().is_cpu(), "mixed_attn.plan: ", name,
-              " must be a host (CPU) tensor: planning never reads device memory, got ", t.device());
-  TORCH_CHECK(t.scalar_type() == at::kInt, "mixed_attn.plan: ", name, " must be int32, got ",
-              t.scalar_type());
-  TORCH_CHECK(t.dim() == 1 && t.is_contiguous(), "mixed_attn.plan: ", name,
-              " must be a contiguous 1-D tensor");
-  if (numel >= 0)
-    TORCH_CHECK(t.numel() == numel, "mixed_attn.plan: ", name, " must have ", numel,
-                " entries, got ", t.numel());
-}
-
-PlanConfig decode_config(c10::IntArrayRef config, int64_t meta_capacity) {
-  PlanConfig cfg;
-  const std::string err = config_from_list(config.data(), int64_t(config.size()), &cfg);
-  TORCH_CHECK(err.empty(), "mixed_attn.plan: ", err);
-  cfg.meta_capacity = meta_capacity;
-  return cfg;
-}
-
 std::vector<int64_t> plan_op(const at::Tensor& qo_indptr, const at::Tensor& kv_indptr,
                              const at::Tensor& seq_lens, const at::Tensor& meta_out,
                              c10::IntArrayRef config) {
-  check_host_int32(qo_indptr, "qo_indptr", -1);
-  TORCH_CHECK(qo_indptr.numel() >= 2, "mixed_attn.plan: qo_indptr needs at least 2 entries (one row), got ",
-              qo_indptr.numel());
-  const int64_t B = qo_indptr.numel() - 1;
-  check_host_int32(kv_indptr, "kv_indptr", B + 1);
-  check_host_int32(seq_lens, "seq_lens", B);
-  check_host_int32(meta_out, "meta_out", -1);
-  const PlanConfig cfg = decode_config(config, meta_out.numel());
-  PlanInputs in{qo_indptr.data_ptr<int32_t>(), kv_indptr.data_ptr<int32_t>(),
-                seq_lens.data_ptr<int32_t>(), int32_t(B)};
-  PlanResult r = plan_step(cfg, in, meta_out.data_ptr<int32_t>());
-  TORCH_CHECK(r.ok, "mixed_attn.plan: ", r.error);
-  return r.info;
+  return plan_host(qo_indptr, kv_indptr, seq_lens, meta_out, config);
+}
+
+// CPU "upload": the device buffer is host memory too.
+std::vector<int64_t> plan_upload_cpu(const at::Tensor& qo_indptr, const at::Tensor& kv_indptr,
+                                     const at::Tensor& seq_lens, const at::Tensor& meta_host,
+                                     const at::Tensor& meta_device, c10::IntArrayRef config) {
+  check_upload_target(meta_host, meta_device);
+  std::vector<int64_t> info = plan_host(qo_indptr, kv_indptr, seq_lens, meta_host, config);
+  std::memcpy(meta_device.data_ptr<int32_t>(), meta_host.data_ptr<int32_t>(),
+              sizeof(int32_t) * info[kPlanMetaLen]);
+  return info;
 }
 
 // [extend_kernel, extend_block_rows, extend_pack, extend_tile_tokens, extend_tma, decode_kernel,
 //  graph_max_tiles, graph_max_partials] (the last two 0 unless the config is graph-safe)
 std::vector<int64_t> launch_policy_op(c10::IntArrayRef config) {
-  const PlanConfig cfg = decode_config(config, 0);
+  const PlanConfig cfg = plan_config(config, 0);
   LaunchPolicy p;
   std::string err = config_launch_policy(cfg, &p);
   TORCH_CHECK(err.empty(), "mixed_attn: ", err);
@@ -136,6 +117,7 @@ int64_t plan_meta_capacity_op(int64_t max_rows, int64_t max_tokens, int64_t exte
 
 TORCH_LIBRARY_IMPL(mixed_attn, CPU, m) {
   m.impl("plan", &mixed_attn::plan_op);
+  m.impl("plan_upload", &mixed_attn::plan_upload_cpu);
   m.impl("forward", &mixed_attn::forward_cpu);
 }
 

@@ -4,6 +4,9 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <mutex>
+#include <unordered_map>
+
 #include "cuda/launch.h"
 #include "op_args.h"
 
@@ -36,7 +39,52 @@ void forward_cuda(const at::Tensor& q, const std::optional<at::Tensor>& k,
   check_launch("decode kernel", gpu::launch_decode(L.decode, stream));
 }
 
+// The event of the last copy out of each pinned host buffer: a plan must not overwrite host
+// memory that a queued copy still reads. Keyed by the buffer's address; a buffer freed and
+// another allocated at the same address only waits on an event that is long complete.
+cudaEvent_t upload_event(const void* host, bool* fresh) {
+  static std::mutex mutex;
+  static std::unordered_map<const void*, cudaEvent_t> events;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto it = events.find(host);
+  *fresh = it == events.end();
+  if (!*fresh) return it->second;
+  cudaEvent_t ev = nullptr;
+  TORCH_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) == cudaSuccess,
+              "mixed_attn.plan_upload: could not create an event");
+  events.emplace(host, ev);
+  return ev;
+}
+
+// plan_upload on CUDA: waits for the previous copy out of this host buffer (only when the GPU
+// is that far behind), plans into it, then the step's one host-to-device copy, async on the
+// current stream, and records the buffer's event. All in C++: the Python-side slicing, copy and
+// event calls cost more than the planning itself.
+std::vector<int64_t> plan_upload_cuda(const at::Tensor& qo_indptr, const at::Tensor& kv_indptr,
+                                      const at::Tensor& seq_lens, const at::Tensor& meta_host,
+                                      const at::Tensor& meta_device, c10::IntArrayRef config) {
+  check_upload_target(meta_host, meta_device);
+  TORCH_CHECK(meta_device.is_cuda(), "mixed_attn.plan_upload: meta_device must be a CUDA tensor");
+  TORCH_CHECK(meta_host.is_pinned(), "mixed_attn.plan_upload: meta_host must be pinned host memory "
+              "(an async copy from pageable memory would synchronise)");
+  const c10::cuda::CUDAGuard guard(meta_device.device());
+  bool fresh = false;
+  cudaEvent_t ev = upload_event(meta_host.data_ptr(), &fresh);
+  if (!fresh)
+    TORCH_CHECK(cudaEventSynchronize(ev) == cudaSuccess, "mixed_attn.plan_upload: waiting for the previous copy failed");
+  std::vector<int64_t> info = plan_host(qo_indptr, kv_indptr, seq_lens, meta_host, config);
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream(meta_device.device().index()).stream();
+  cudaError_t e = cudaMemcpyAsync(meta_device.data_ptr<int32_t>(), meta_host.data_ptr<int32_t>(),
+                                  sizeof(int32_t) * info[kPlanMetaLen], cudaMemcpyHostToDevice, stream);
+  if (e == cudaSuccess) e = cudaEventRecord(ev, stream);
+  TORCH_CHECK(e == cudaSuccess, "mixed_attn.plan_upload: the metadata copy failed: ", cudaGetErrorString(e));
+  return info;
+}
+
 }  // namespace
 }  // namespace mixed_attn
 
-TORCH_LIBRARY_IMPL(mixed_attn, CUDA, m) { m.impl("forward", &mixed_attn::forward_cuda); }
+TORCH_LIBRARY_IMPL(mixed_attn, CUDA, m) {
+  m.impl("forward", &mixed_attn::forward_cuda);
+  m.impl("plan_upload", &mixed_attn::plan_upload_cuda);
+}

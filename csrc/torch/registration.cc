@@ -12,6 +12,12 @@ TORCH_LIBRARY(mixed_attn, m) {
       "plan(Tensor qo_indptr, Tensor kv_indptr, Tensor seq_lens, Tensor(a!) meta_out, "
       "int[] config) -> int[]");
 
+  // plan, then the one async copy of meta_host[:meta_len] into meta_device (a pinned
+  // host buffer and a device buffer; on the current stream), in one call.
+  m.def(
+      "plan_upload(Tensor qo_indptr, Tensor kv_indptr, Tensor seq_lens, Tensor(a!) meta_host, "
+      "Tensor(b!) meta_device, int[] config) -> int[]");
+
   // The whole mixed step of one layer: KV save (when k and v are given), the
   // extend rows through the extend kernel, the decode rows through the split-KV
   // decode kernel (partials in the arena, then merged), into out (and lse).

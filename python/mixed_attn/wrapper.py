@@ -44,12 +44,12 @@ def _log_path_once(path, detail):
 
 
 def _host_int32(x, name):
-    if isinstance(x, torch.Tensor):
+    if type(x) is torch.Tensor:
         if x.device.type != "cpu":
             raise ValueError(
                 f"mixed_attn.plan: {name} must be a host tensor or a list (planning never reads "
                 f"device memory), got a tensor on {x.device}")
-        if x.dtype == torch.int32 and x.is_contiguous():
+        if x.dtype is torch.int32 and x.is_contiguous():
             return x  # the common case costs nothing
         return x.to(torch.int32).contiguous()
     return torch.tensor(list(x), dtype=torch.int32)
@@ -160,13 +160,16 @@ class MixedAttention:
         self.max_batch, self.max_tokens = int(max_batch), int(max_tokens)
         self._alloc_meta(self.max_batch, self.max_tokens)
         self.partial_out = self.partial_lse = None
+        self.arena_slots = 0
         if self.mode == "split":
             # A graph bucket's arena is its bound, fixed (captured pointers never move).
             self._alloc_arena(max(1, graph_partials) if self.cuda_graph
                               else self.max_batch * self.max_splits_per_row)
-        # Graph mode: the smallest kv_indices a capture of this wrapper was made with (a
-        # replayed plan must not index past it).
+        # Graph mode: the smallest kv_indices a capture of this wrapper was made with (the
+        # planner refuses plans that would index past it in a replay).
         self.captured_kv_indices = None
+        self._plan_upload = torch.ops.mixed_attn.plan_upload.default
+        self._i_partials = _pi.INDEX["num_partials"]
 
         self.plan_info = None
         self.last_path = None
@@ -187,11 +190,9 @@ class MixedAttention:
     def _alloc_meta(self, max_batch, max_tokens):
         cap = torch.ops.mixed_attn.plan_meta_capacity(max_batch, max_tokens, self.extend_tile_tokens)
         pin = self.device.type == "cuda"
-        # Two pinned host buffers used in turn, each with the event of its last upload, so a
-        # plan never overwrites host memory that an earlier, still queued copy reads from.
+        # Two pinned host buffers used in turn (plan_upload keeps the event of each one's last
+        # copy), so a plan never overwrites host memory that a still queued copy reads from.
         self._meta_host = [torch.empty(cap, dtype=torch.int32, pin_memory=pin) for _ in range(2)]
-        # query() of an event never recorded is True: no wait on the first two plans.
-        self._meta_events = [torch.cuda.Event() for _ in range(2)] if pin else [None, None]
         self._meta_turn = 0
         self.plan_meta = torch.empty(cap, dtype=torch.int32, device=self.device)
 
@@ -210,43 +211,30 @@ class MixedAttention:
         sl = _host_int32(seq_lens, "seq_lens")
         if qo.numel() - 1 > self.max_batch and not self.cuda_graph:
             self._grow_meta(qo)  # graph buckets never grow: the planner names the limit
+        # Two pinned host buffers used in turn; plan_upload waits (only when the GPU is two
+        # whole steps behind the host) for the last copy out of the one it writes.
         turn = self._meta_turn
-        self._meta_turn ^= 1
-        ev = self._meta_events[turn]
-        if ev is not None and not ev.query():
-            ev.synchronize()  # only when the GPU is two whole steps behind the host
         try:
-            info = self._plan_into(self._meta_host[turn], qo, kv, sl)
+            # Plans into the pinned host buffer and makes the step's one host-to-device copy.
+            # A rejected plan (an error naming the limit) uploads nothing.
+            info = self._plan_upload(qo, kv, sl, self._meta_host[turn], self.plan_meta, self._config)
         except RuntimeError as e:
             if self.cuda_graph or "metadata needs" not in str(e):  # more tokens than max_tokens
                 raise
             self._grow_meta(qo)
-            info = self._plan_into(self._meta_host[turn], qo, kv, sl)
-        host = self._meta_host[turn]
-        n = _pi.field(info, "meta_len")
-        need = _pi.field(info, "num_partials")
-        if self.captured_kv_indices is not None and _pi.field(info, "num_kv_pages") > self.captured_kv_indices:
-            raise ValueError(
-                f"mixed_attn.plan: the step needs {_pi.field(info, 'num_kv_pages')} page ids but the "
-                f"captured run()'s kv_indices holds {self.captured_kv_indices}: a replay would read "
-                f"past it (capture with a kv_indices buffer of the bucket's largest page count)")
-        if self.mode == "split" and need > self.arena_slots:  # never in graph mode (bounded)
+            turn = self._meta_turn
+            info = self._plan_upload(qo, kv, sl, self._meta_host[turn], self.plan_meta, self._config)
+        self._meta_turn = turn ^ 1
+        self.h2d_copies += 1
+        need = info[self._i_partials]
+        if need > self.arena_slots:  # never in graph mode (bounded)
             logger.warning("mixed_attn: the plan needs %d decode partial slots, the arena holds %d: "
                            "growing it once (size max_batch / max_splits_per_row for your traffic)",
                            need, self.arena_slots)
             self._alloc_arena(max(need, 2 * self.arena_slots))
             self.arena_grows += 1
-        # The one host-to-device copy of the step.
-        self.plan_meta[:n].copy_(host[:n], non_blocking=True)
-        self.h2d_copies += 1
-        if self._meta_events[turn] is not None:
-            self._meta_events[turn].record()
         self.plan_info = info
-        self._num_pages_needed = _pi.field(info, "num_kv_pages")
         return info
-
-    def _plan_into(self, host, qo, kv, sl):
-        return torch.ops.mixed_attn.plan(qo, kv, sl, host, self._config)
 
     def _grow_meta(self, qo):
         B, T = qo.numel() - 1, int(qo[-1])
@@ -275,6 +263,7 @@ class MixedAttention:
         if self.cuda_graph and q.is_cuda and torch.cuda.is_current_stream_capturing():
             n = kv_indices.numel()
             self.captured_kv_indices = n if self.captured_kv_indices is None else min(n, self.captured_kv_indices)
+            self._config[_pi.CONFIG_INDEX["graph_max_kv_pages"]] = self.captured_kv_indices
         torch.ops.mixed_attn.forward(
             q, k, v, k_cache, v_cache, kv_indices, self.plan_meta, self.plan_info,
             self.partial_out, self.partial_lse, out, lse, sinks, self.sm_scale, self.logit_cap,
@@ -289,7 +278,7 @@ class MixedAttention:
 
     def _check_page_ids(self, kv_indices, num_pages):
         """Validation mode: page ids in range (reads kv_indices on the host: syncs)."""
-        used = kv_indices[: self._num_pages_needed]
+        used = kv_indices[: _pi.field(self.plan_info, "num_kv_pages")]
         if used.numel():
             lo, hi = int(used.min()), int(used.max())
             if lo < 0 or hi >= num_pages:

@@ -43,6 +43,7 @@ struct PlanConfig {
   int32_t graph_max_tokens = 0;       // tokens of any plan
   int32_t graph_max_extend_tokens = 0;  // tokens of the rows the extend kernel serves
   int32_t graph_max_partials = 0;     // decode partials (arena slots); 0: the policy's bound
+  int32_t graph_max_kv_pages = 0;     // page ids a captured kv_indices holds; 0: not captured yet
   int64_t meta_capacity = 0;         // int32 entries the metadata buffer holds
 };
 
@@ -76,6 +77,7 @@ enum PlanConfigField : int32_t {
   kCfgGraphMaxTokens,
   kCfgGraphMaxExtendTokens,
   kCfgGraphMaxPartials,
+  kCfgGraphMaxKvPages,
   kCfgNumFields
 };
 
