@@ -24,8 +24,8 @@ const char* launch_decode(const DecodeParams& p, void* stream) {
     return "decode: the KV cache must have q's dtype or float8_e4m3fn";
   if (a.num_kv_heads < 1 || a.num_qo_heads % a.num_kv_heads != 0)
     return "decode: num_qo_heads must be a multiple of num_kv_heads";
-  if ((graph ? a.plan.graph_max_rows : a.plan.num_decode_rows) > (1 << 24))
-    return "decode: more than 2^24 decode rows in one plan";
+  if (!graph && a.plan.num_decode_rows > 65535)  // grid z (graph-safe grids run over slots)
+    return "decode: more than 65535 decode rows in one plan";
   if (int64_t(a.num_kv_heads) * ((a.num_qo_heads / a.num_kv_heads + 15) / 16) > 65535)
     return "decode: too many kv heads";
   if ((graph ? a.plan.graph_max_partials > 1 : a.plan.max_splits > 1) &&

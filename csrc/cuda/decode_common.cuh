@@ -61,24 +61,33 @@ struct SplitView {
   const int32_t* pages; // the row's page list (kv_indices + kv_indptr[row])
 };
 
-// Fills `v` for arena slot `slot` (one split of one decode row: the stage-1 grid
-// runs over the plan's partials, so no CTA is spent on rows with fewer splits than
-// the longest); false past the step's partials (graph-safe launches cover the bucket).
-__device__ __forceinline__ bool load_split_view(const AttentionCommon& a, int slot, SplitView& v) {
+// Fills `v` for one split of one decode row; false when there is none. Normal plans
+// launch (split, head, decode row) grids sized by the longest row: (x, z) = (split, row),
+// and CTAs past a shorter row's splits exit. Graph-safe plans launch over the bucket's
+// arena slots (x = slot, z = 0), whose row is found by a search of the split offsets;
+// CTAs past the step's slots exit. (The search costs a few dependent loads per CTA, which
+// is measurable on many short splits, so normal plans keep the direct grid.)
+__device__ __forceinline__ bool load_split_view(const AttentionCommon& a, int x, int z, SplitView& v) {
   const PlanView& plan = a.plan;
-  const int num_rows = plan_count(plan, kCountDecodeRows, plan.num_decode_rows);
-  if (num_rows == 0 || slot >= plan.decode_split_indptr[num_rows]) return false;
-  // Decode row owning the slot: last d with decode_split_indptr[d] <= slot.
-  int lo = 0, hi = num_rows - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (plan.decode_split_indptr[mid] <= slot) lo = mid;
-    else hi = mid - 1;
+  int d, s;
+  if (plan.maybe_counts == nullptr) {
+    d = z;
+    s = x;
+  } else {
+    const int num_rows = plan.maybe_counts[kCountDecodeRows];
+    if (num_rows == 0 || x >= plan.decode_split_indptr[num_rows]) return false;
+    int lo = 0, hi = num_rows - 1;  // last d with decode_split_indptr[d] <= x
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (plan.decode_split_indptr[mid] <= x) lo = mid;
+      else hi = mid - 1;
+    }
+    d = lo;
+    s = x - plan.decode_split_indptr[d];
   }
-  const int d = lo;
   const int32_t first_slot = plan.decode_split_indptr[d];
   const int32_t n = plan.decode_split_indptr[d + 1] - first_slot;
-  const int s = slot - first_slot;
+  if (s >= n) return false;
   const int32_t row = plan.decode_rows[d];
   v.seq_len = plan.seq_lens[row];
   const int32_t chunk = plan.decode_chunk_tokens[d];

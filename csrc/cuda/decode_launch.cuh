@@ -51,12 +51,13 @@ template <int D>
 const char* launch_decode_head_dim(const DecodeParams& p, bool portable, gpuStream_t stream) {
   const AttentionCommon& a = p.attn;
   const DecodeConsts c = make_consts(a);
-  // x: arena slots (every split of every decode row), y: (kv head, head block). Graph-safe
-  // plans launch over the bucket's slots; CTAs past the step's exit.
+  // Normal plans: (split, (kv head, head block), decode row). Graph-safe plans: (arena slot of
+  // the bucket, (kv head, head block), 1); see load_split_view.
   const bool graph = a.plan.maybe_counts != nullptr;
-  const int slots = graph ? a.plan.graph_max_partials : a.plan.num_partials;
-  if (slots == 0) return nullptr;
-  const dim3 grid(slots, a.num_kv_heads * c.head_blocks, 1);
+  const int heads = a.num_kv_heads * c.head_blocks;
+  if (graph && a.plan.graph_max_partials == 0) return nullptr;
+  const dim3 grid = graph ? dim3(a.plan.graph_max_partials, heads, 1)
+                          : dim3(a.plan.max_splits, heads, a.plan.num_decode_rows);
   const bool bf16 = a.q_dtype == DType::kBFloat16;
   const char* err = bf16 ? launch_stage1_typed<D, ma_bf16>(p, c, grid, portable, stream)
                          : launch_stage1_typed<D, ma_half>(p, c, grid, portable, stream);

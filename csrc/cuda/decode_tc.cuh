@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(TcTraits<D, kFp8>::kThreads)
 
   const AttentionCommon& a = p.attn;
   SplitView sv;
-  if (!load_split_view(a, blockIdx.x, sv)) return;
+  if (!load_split_view(a, blockIdx.x, blockIdx.z, sv)) return;
   const int kv_head = blockIdx.y / c.head_blocks;
   const int head_block = blockIdx.y % c.head_blocks;
   const int head0 = kv_head * c.group + head_block * 16;  // first query head of this CTA

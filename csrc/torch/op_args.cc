@@ -308,6 +308,13 @@ std::vector<int64_t> plan_host(const at::Tensor& qo_indptr, const at::Tensor& kv
   return r.info;
 }
 
+c10::IntArrayRef config_list(const at::Tensor& config) {
+  TORCH_CHECK(config.device().is_cpu() && config.scalar_type() == at::kLong && config.dim() == 1 &&
+                  config.is_contiguous(),
+              "mixed_attn.plan_upload: config must be a contiguous 1-D int64 host tensor");
+  return c10::IntArrayRef(config.data_ptr<int64_t>(), size_t(config.numel()));
+}
+
 void check_upload_target(const at::Tensor& meta_host, const at::Tensor& meta_device) {
   TORCH_CHECK(meta_device.scalar_type() == at::kInt && meta_device.dim() == 1 && meta_device.is_contiguous(),
               "mixed_attn.plan_upload: meta_device must be a contiguous 1-D int32 tensor");

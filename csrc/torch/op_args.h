@@ -57,6 +57,9 @@ std::vector<int64_t> plan_host(const at::Tensor& qo_indptr, const at::Tensor& kv
                                const at::Tensor& seq_lens, const at::Tensor& meta_out,
                                c10::IntArrayRef config);
 
+// A config passed as a host int64 tensor, viewed as the list.
+c10::IntArrayRef config_list(const at::Tensor& config);
+
 // plan_upload's target buffer: contiguous int32, at least as large as the host one.
 void check_upload_target(const at::Tensor& meta_host, const at::Tensor& meta_device);
 

@@ -23,9 +23,9 @@ std::vector<int64_t> plan_op(const at::Tensor& qo_indptr, const at::Tensor& kv_i
 // CPU "upload": the device buffer is host memory too.
 std::vector<int64_t> plan_upload_cpu(const at::Tensor& qo_indptr, const at::Tensor& kv_indptr,
                                      const at::Tensor& seq_lens, const at::Tensor& meta_host,
-                                     const at::Tensor& meta_device, c10::IntArrayRef config) {
+                                     const at::Tensor& meta_device, const at::Tensor& config) {
   check_upload_target(meta_host, meta_device);
-  std::vector<int64_t> info = plan_host(qo_indptr, kv_indptr, seq_lens, meta_host, config);
+  std::vector<int64_t> info = plan_host(qo_indptr, kv_indptr, seq_lens, meta_host, config_list(config));
   std::memcpy(meta_device.data_ptr<int32_t>(), meta_host.data_ptr<int32_t>(),
               sizeof(int32_t) * info[kPlanMetaLen]);
   return info;

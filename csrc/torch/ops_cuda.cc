@@ -62,7 +62,7 @@ cudaEvent_t upload_event(const void* host, bool* fresh) {
 // event calls cost more than the planning itself.
 std::vector<int64_t> plan_upload_cuda(const at::Tensor& qo_indptr, const at::Tensor& kv_indptr,
                                       const at::Tensor& seq_lens, const at::Tensor& meta_host,
-                                      const at::Tensor& meta_device, c10::IntArrayRef config) {
+                                      const at::Tensor& meta_device, const at::Tensor& config) {
   check_upload_target(meta_host, meta_device);
   TORCH_CHECK(meta_device.is_cuda(), "mixed_attn.plan_upload: meta_device must be a CUDA tensor");
   TORCH_CHECK(meta_host.is_pinned(), "mixed_attn.plan_upload: meta_host must be pinned host memory "
@@ -72,7 +72,7 @@ std::vector<int64_t> plan_upload_cuda(const at::Tensor& qo_indptr, const at::Ten
   cudaEvent_t ev = upload_event(meta_host.data_ptr(), &fresh);
   if (!fresh)
     TORCH_CHECK(cudaEventSynchronize(ev) == cudaSuccess, "mixed_attn.plan_upload: waiting for the previous copy failed");
-  std::vector<int64_t> info = plan_host(qo_indptr, kv_indptr, seq_lens, meta_host, config);
+  std::vector<int64_t> info = plan_host(qo_indptr, kv_indptr, seq_lens, meta_host, config_list(config));
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream(meta_device.device().index()).stream();
   cudaError_t e = cudaMemcpyAsync(meta_device.data_ptr<int32_t>(), meta_host.data_ptr<int32_t>(),
                                   sizeof(int32_t) * info[kPlanMetaLen], cudaMemcpyHostToDevice, stream);

@@ -13,10 +13,12 @@ TORCH_LIBRARY(mixed_attn, m) {
       "int[] config) -> int[]");
 
   // plan, then the one async copy of meta_host[:meta_len] into meta_device (a pinned
-  // host buffer and a device buffer; on the current stream), in one call.
+  // host buffer and a device buffer; on the current stream), in one call. `config` is
+  // the config list as a host int64 tensor (built once per wrapper: no list conversion
+  // per step).
   m.def(
       "plan_upload(Tensor qo_indptr, Tensor kv_indptr, Tensor seq_lens, Tensor(a!) meta_host, "
-      "Tensor(b!) meta_device, int[] config) -> int[]");
+      "Tensor(b!) meta_device, Tensor config) -> int[]");
 
   // The whole mixed step of one layer: KV save (when k and v are given), the
   // extend rows through the extend kernel, the decode rows through the split-KV

@@ -45,7 +45,7 @@ def _log_path_once(path, detail):
 
 def _host_int32(x, name):
     if type(x) is torch.Tensor:
-        if x.device.type != "cpu":
+        if not x.is_cpu:
             raise ValueError(
                 f"mixed_attn.plan: {name} must be a host tensor or a list (planning never reads "
                 f"device memory), got a tensor on {x.device}")
@@ -169,6 +169,7 @@ class MixedAttention:
         # planner refuses plans that would index past it in a replay).
         self.captured_kv_indices = None
         self._plan_upload = torch.ops.mixed_attn.plan_upload.default
+        self._config_t = torch.tensor(self._config, dtype=torch.int64)  # plan_upload's form
         self._i_partials = _pi.INDEX["num_partials"]
 
         self.plan_info = None
@@ -217,13 +218,13 @@ class MixedAttention:
         try:
             # Plans into the pinned host buffer and makes the step's one host-to-device copy.
             # A rejected plan (an error naming the limit) uploads nothing.
-            info = self._plan_upload(qo, kv, sl, self._meta_host[turn], self.plan_meta, self._config)
+            info = self._plan_upload(qo, kv, sl, self._meta_host[turn], self.plan_meta, self._config_t)
         except RuntimeError as e:
             if self.cuda_graph or "metadata needs" not in str(e):  # more tokens than max_tokens
                 raise
             self._grow_meta(qo)
             turn = self._meta_turn
-            info = self._plan_upload(qo, kv, sl, self._meta_host[turn], self.plan_meta, self._config)
+            info = self._plan_upload(qo, kv, sl, self._meta_host[turn], self.plan_meta, self._config_t)
         self._meta_turn = turn ^ 1
         self.h2d_copies += 1
         need = info[self._i_partials]
@@ -264,6 +265,7 @@ class MixedAttention:
             n = kv_indices.numel()
             self.captured_kv_indices = n if self.captured_kv_indices is None else min(n, self.captured_kv_indices)
             self._config[_pi.CONFIG_INDEX["graph_max_kv_pages"]] = self.captured_kv_indices
+            self._config_t[_pi.CONFIG_INDEX["graph_max_kv_pages"]] = self.captured_kv_indices
         torch.ops.mixed_attn.forward(
             q, k, v, k_cache, v_cache, kv_indices, self.plan_meta, self.plan_info,
             self.partial_out, self.partial_lse, out, lse, sinks, self.sm_scale, self.logit_cap,
