@@ -9,9 +9,9 @@ CUDA events over 50 launches after 10 warm-up launches.
 FLOPs = 4 * D * Hq * (query, key) pairs attended (causal, no window).
 Prints TFLOP/s and the fraction of the matmul rate per case and kernel:
   auto   what launch_extend picks: the warp-specialised sm_90a kernel
-         (csrc/cuda/extend_sm90.cuh) on an H100/H200 build with 90a, else mma.sync;
+         (csrc/cuda/extend/sm90/kernel.cuh) on an H100/H200 build with 90a, else mma.sync;
   s1, s2 the sm_90a kernel with MIXED_ATTN_EXTEND_KV_SPLITS=1 / 2 (auto: the split policy);
-  mma    MIXED_ATTN_EXTEND_KERNEL=mma: the portable mma.sync kernel (extend_kernel.cuh);
+  mma    MIXED_ATTN_EXTEND_KERNEL=mma: the portable mma.sync kernel (extend/portable/kernel.cuh);
   triton the Triton oracle's extend (python/mixed_attn/triton_ref.py) on a plan with the
          mma.sync kernel's 128-row tiles (it covers a tile with blocks of at most 128 rows:
          the sm_90a kernel's 192-row tiles would give it a half-empty second block),

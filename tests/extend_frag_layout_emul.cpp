@@ -2,8 +2,8 @@
 // tests/test_extend_frag_layout.py (no GPU needed).
 //
 // AMD path: v_mfma_f32_16x16x16 is emulated from the lane layout in
-// csrc/cuda/extend_frag_layout.h (Mfma16), and one wavefront's K/V tile is replayed
-// the way extend_kernel.cuh's HIP branch does it: S^T = K Q^T from the K tile and
+// csrc/cuda/extend/portable/frag_layout.h (Mfma16), and one wavefront's K/V tile is replayed
+// the way extend/portable/kernel.cuh's HIP branch does it: S^T = K Q^T from the K tile and
 // Q^T fragments, causal mask and online softmax through AccLayoutMfma16 (with the
 // cross-lane reductions simulated as shuffles), the S^T accumulators handed over
 // unchanged as the P^T operand, O^T += V^T P^T from the transposed V tile (vt_off),
@@ -23,7 +23,7 @@
 #include <random>
 #include <vector>
 
-#include "cuda/extend_frag_layout.h"
+#include "cuda/extend/portable/frag_layout.h"
 
 using namespace mixed_attn::gpu::extend_detail;
 
@@ -132,7 +132,7 @@ void check_acc_layout(const char* name) {
 }
 
 // Replays masks + online softmax (one tile, from a -inf running max) on accumulators
-// `acc[n]` (n = accumulator tile of kNTile keys) the way extend_kernel.cuh does through
+// `acc[n]` (n = accumulator tile of kNTile keys) the way extend/portable/kernel.cuh does through
 // AccLayout L, in base-2 units with multiplier 1. Row r's absolute position is
 // pos0 + r; keys are n0 + column. Returns the per-lane row sums (after the epilogue's
 // reduction) and the row max per lane; acc becomes P.
@@ -219,7 +219,7 @@ bool close(double got, double want, double tol) {
   return std::fabs(got - want) <= tol * (1.0 + std::fabs(want));
 }
 
-// The HIP path of extend_kernel.cuh for one 16-query m-tile and one K/V tile.
+// The HIP path of extend/portable/kernel.cuh for one 16-query m-tile and one K/V tile.
 template <int BN>
 void replay_mfma_tile(int D, int pos0, int n0, std::mt19937& rng) {
   const int before = g_failures;

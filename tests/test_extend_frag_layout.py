@@ -1,7 +1,7 @@
 """The extend kernel's MFMA fragment bookkeeping (the HIP path), checked on the CPU.
 
 CI has no AMD GPU, and the part of the HIP path most likely to be wrong is which lane and
-register holds which matrix element. csrc/cuda/extend_frag_layout.h states those layouts as
+register holds which matrix element. csrc/cuda/extend/portable/frag_layout.h states those layouts as
 constexpr functions; tests/extend_frag_layout_emul.cpp (built here with g++) emulates
 v_mfma_f32_16x16x16 from them and replays one wavefront's K/V tile the way the kernel does
 (S^T = K Q^T, mask and online softmax through the accumulator layout with simulated

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
-SOURCES = sorted(glob.glob(os.path.join(ROOT, "csrc", "cuda", "*.cu")))
+SOURCES = sorted(glob.glob(os.path.join(ROOT, "csrc", "cuda", "**", "*.cu"), recursive=True))
 INCLUDES = ["-I", os.path.join(ROOT, "csrc", "include"), "-I", os.path.join(ROOT, "csrc")]
 
 
@@ -22,7 +22,7 @@ def _nvcc():
 
 
 @pytest.mark.skipif(_nvcc() is None, reason="nvcc not installed")
-@pytest.mark.parametrize("src", SOURCES, ids=os.path.basename)
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: os.path.relpath(p, os.path.join(ROOT, "csrc", "cuda")))
 def test_nvcc_sm90(src, tmp_path):
     cmd = [_nvcc(), "-std=c++17", "-O3", "--expt-relaxed-constexpr", *INCLUDES,
            "-gencode=arch=compute_90,code=sm_90", "-gencode=arch=compute_90a,code=sm_90a",
@@ -35,7 +35,7 @@ HIP_PORTABLE = [s for s in SOURCES if "wgmma" not in os.path.basename(s)]
 
 
 @pytest.mark.skipif(shutil.which("hipcc") is None, reason="hipcc not installed")
-@pytest.mark.parametrize("src", HIP_PORTABLE, ids=os.path.basename)
+@pytest.mark.parametrize("src", HIP_PORTABLE, ids=lambda p: os.path.relpath(p, os.path.join(ROOT, "csrc", "cuda")))
 def test_hipcc_cdna(src, tmp_path):
     cmd = ["hipcc", "-std=c++17", "-O3", "-x", "hip", *INCLUDES, "--offload-arch=gfx90a",
            "--offload-arch=gfx940", "-c", src, "-o", str(tmp_path / "k.o")]
@@ -53,11 +53,11 @@ def test_there_are_gpu_sources():
 @pytest.mark.parametrize("arch", ["gfx90a", "gfx940"])
 @pytest.mark.parametrize("head_dim", [64, 128, 256])
 def test_hipcc_extend_uses_mfma(arch, head_dim, tmp_path):
-    # The extend kernel's body exists only where MA_EXTEND_HAS_MMA holds (extend_mma.cuh); were
+    # The extend kernel's body exists only where MA_EXTEND_HAS_MMA holds (extend/portable/mma.cuh); were
     # it off for CDNA, the sources would still compile, to empty kernels. So look in the device
     # code for the MFMA instructions of both input types (gfx940 spells them with an extra '_'),
     # and for no scratch memory (register spills; the tile shapes must fit in registers).
-    src = os.path.join(ROOT, "csrc", "cuda", f"extend_d{head_dim}.cu")
+    src = os.path.join(ROOT, "csrc", "cuda", "extend", f"instantiate_hd{head_dim}.cu")
     out = tmp_path / "k.s"
     cmd = ["hipcc", "-std=c++17", "-O3", "-x", "hip", *INCLUDES, f"--offload-arch={arch}",
            "--cuda-device-only", "-S", src, "-o", str(out)]

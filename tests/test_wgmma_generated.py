@@ -15,13 +15,13 @@ def _generator():
 
 def test_extend_wgmma_header_is_generated():
     gen = _generator()
-    with open(os.path.join(ROOT, "csrc", "cuda", "extend_wgmma.cuh")) as f:
+    with open(os.path.join(ROOT, "csrc", "cuda", "extend/sm90/wgmma.cuh")) as f:
         checked_in = f.read()
-    assert checked_in == gen.generate(), "csrc/cuda/extend_wgmma.cuh is stale: run python3 tools/gen_wgmma.py"
+    assert checked_in == gen.generate(), "csrc/cuda/extend/sm90/wgmma.cuh is stale: run python3 tools/gen_wgmma.py"
 
 
 def test_generator_emits_only_used_shapes():
-    # Every generated specialisation is one extend_sm90.cuh can instantiate: Wgmma for the
+    # Every generated specialisation is one extend/sm90/kernel.cuh can instantiate: Wgmma for the
     # head dims (P V, B transposed), WgmmaSS for the K/V tile widths (Q K^T).
     gen = _generator()
     assert sorted(n for n, _ in gen.USED_RS) == [64, 128, 256]

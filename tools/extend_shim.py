@@ -40,8 +40,8 @@ def build_library(out_dir=None, arch=None, extra_flags=()):
     with open(shim, "w") as f:
         f.write('#include "tools/extend_test_shim.cuh"\n')
     sources = [shim] + [os.path.join(ROOT, "csrc/cuda", n) for n in
-                        ("extend.cu", "extend_d64.cu", "extend_d128.cu", "extend_d256.cu",
-                         "device_desc.cu")]
+                        ("extend/launch_extend.cu", "extend/instantiate_hd64.cu",
+                         "extend/instantiate_hd128.cu", "extend/instantiate_hd256.cu", "device_desc.cu")]
     sources += [os.path.join(ROOT, "csrc/planner", n) for n in ("plan.cc", "launch_policy.cc")]
     flags = ["-std=c++17", "-O3", "-I" + os.path.join(ROOT, "csrc/include"),
              "-I" + os.path.join(ROOT, "csrc"), "-I" + ROOT, f"-gencode=arch=compute_{arch},code=sm_{arch}",

@@ -1,6 +1,6 @@
 // query_device (launch.h) and the driver's TMA-map encoder, looked up once.
 #include "cuda/launch.h"
-#include "cuda/tma_encoder.h"
+#include "cuda/arch/tma_encoder.h"
 #include "mixed_attn/compat.h"
 
 namespace mixed_attn::gpu {

@@ -1,7 +1,7 @@
 // NVIDIA sm_80+ instruction wrappers shared by the decode and extend kernels: shared-memory
 // addresses, cp.async, ldmatrix, mma.sync m16n8k16 (bf16 / fp16 in, fp32 accumulators) and
 // the packing of two floats into one b16x2 operand register. CUDA only; the HIP stand-ins
-// are in extend_mma.cuh.
+// are in extend/portable/mma.cuh.
 //
 // m16n8k16 .row.col fragment layouts (PTX ISA), g = lane / 4, t = lane % 4:
 //   A (16x16): a0 = (g, 2t..2t+1), a1 = (g+8, 2t..), a2 = (g, 2t+8..), a3 = (g+8, 2t+8..)

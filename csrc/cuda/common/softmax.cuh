@@ -21,7 +21,7 @@ __device__ __forceinline__ float state_weight(float m_part, float m) {
 __device__ __forceinline__ float state_lse(float m, float l) { return (m + log2f(l)) * kLn2; }
 
 // One online-softmax step on the scores of one K/V tile held in the accumulator layout L
-// (extend_frag_layout.h: this lane holds L::kRowsPerLane rows, row i's elements of tile n are
+// (extend/portable/frag_layout.h: this lane holds L::kRowsPerLane rows, row i's elements of tile n are
 // s[n][i * L::kCols + c]; the other lanes of a row are at lane bits L::kRowLaneShift..).
 // In place: s becomes P = 2^(s * score_mult - m) (score_mult > 0: the raw q.k times the scale
 // in log2 units, or 1 for scores already in log2 units). Updates the running max and this

@@ -76,7 +76,7 @@ MA_HOST_DEVICE inline int pack_factor(int group, int rows) {
 }
 
 // Query rows per CTA of each extend kernel at each head dim. The kernels' traits
-// (extend_kernel.cuh, extend_sm90.cuh) must agree: the instantiation files
+// (extend/portable/kernel.cuh, extend/sm90/kernel.cuh) must agree: the instantiation files
 // static_assert it, and the launchers reject a plan made for other rows.
 MA_HOST_DEVICE constexpr int extend_mma_block_rows(int head_dim, bool hip) {
   // CUDA: 4 warps x 2 m16 tiles at d64, 8 warps x 1 at d128/d256. CDNA (64 KB of

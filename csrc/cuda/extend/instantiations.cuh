@@ -1,5 +1,5 @@
 // Declarations of the extend kernel's instantiations (defined in
-// extend_d64.cu, extend_d128.cu, extend_d256.cu), so that extend.cu can
+// extend/instantiate_hd{64,128,256}.cu), so that extend/launch_extend.cu can
 // dispatch without compiling any kernel itself.
 #pragma once
 #include "mixed_attn/compat.h"
@@ -13,7 +13,7 @@ template <int kHeadDim, typename T, bool kFp8>
 const char* launch_extend_impl(const ExtendParams& p, gpuStream_t stream);
 
 // One (head dim, element type) instantiation of the warp-specialised sm_90a
-// kernel (extend_sm90.cuh; b16 caches only), launched with the plan's KV split
+// kernel (extend/sm90/kernel.cuh; b16 caches only), launched with the plan's KV split
 // and copy path.
 template <int kHeadDim, typename T>
 const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream);

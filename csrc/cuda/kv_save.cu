@@ -3,7 +3,7 @@
 // thread moves 8 elements (one 16-byte load) at a time. An fp8 e4m3 cache
 // stores clamp(x / scale, -448, 448) rounded to nearest even.
 #include "cuda/launch.h"
-#include "decode_common.cuh"
+#include "cuda/decode/common.cuh"
 
 namespace mixed_attn::gpu {
 namespace {

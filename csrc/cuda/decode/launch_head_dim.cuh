@@ -1,12 +1,12 @@
 // Host side of the decode for one head dim: picks the stage-1 instantiation
 // (q dtype x cache dtype x group size), launches it over (split, kv head x head
 // block, decode row), then the merge for rows with more than one split.
-// Included by one decode_hd*.cu per head dim so the builds run in parallel.
+// Included by one decode/instantiate_hd*.cu per head dim so the builds run in parallel.
 #pragma once
 #include "cuda/common/smem_optin.h"
-#include "decode_common.cuh"
-#include "decode_portable.cuh"
-#include "decode_tc.cuh"
+#include "cuda/decode/common.cuh"
+#include "cuda/decode/stage1_portable.cuh"
+#include "cuda/decode/stage1_tensor_core.cuh"
 
 namespace mixed_attn::gpu::decode {
 

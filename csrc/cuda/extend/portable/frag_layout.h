@@ -4,7 +4,7 @@
 // tests/test_extend_frag_layout.py can emulate the instructions on the CPU from
 // these same functions and check the kernel's bookkeeping against a matmul.
 //
-// The masks, the online softmax and the epilogue of extend_kernel.cuh are
+// The masks, the online softmax and the epilogue of extend/portable/kernel.cuh are
 // written once against an accumulator layout (AccLayout*): which query row and
 // which column (key of S, head-dim column of O) element e of a lane holds, and
 // which lanes share a row (the softmax reductions' shuffle masks).

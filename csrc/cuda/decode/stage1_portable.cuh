@@ -6,7 +6,7 @@
 // split's keys, one key per thread for the scores, one dimension per thread
 // for the output.
 #pragma once
-#include "decode_common.cuh"
+#include "cuda/decode/common.cuh"
 
 namespace mixed_attn::gpu::decode {
 

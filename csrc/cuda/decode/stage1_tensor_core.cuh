@@ -22,12 +22,12 @@
 // fp8 e4m3 tiles are converted to fp16 in registers (exact) and multiplied in
 // fp16; k_scale is folded into the score scale and v_scale into the output.
 #pragma once
-#include "decode_common.cuh"
+#include "cuda/decode/common.cuh"
 
 #if defined(MA_CUDA)
 #include "cuda/arch/sm80.cuh"
 #include "cuda/common/fp8.cuh"
-#include "cuda/extend_frag_layout.h"
+#include "cuda/extend/portable/frag_layout.h"
 
 // Tuning knobs (benchmarks/bench_decode.py; numbers in benchmarks/RESULTS.md).
 #ifndef MA_DECODE_WARPS

@@ -13,7 +13,7 @@
 #include "cuda/common/softmax.cuh"
 #include "mixed_attn/compat.h"
 #include "mixed_attn/params.h"
-#include "cuda/plan_counts.cuh"
+#include "cuda/common/plan_counts.cuh"
 
 namespace mixed_attn::gpu::decode {
 

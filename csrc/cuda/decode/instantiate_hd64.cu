@@ -1,5 +1,5 @@
 // Instantiations of the decode for head_dim 64 (one file per head dim: parallel builds).
-#include "decode_launch.cuh"
+#include "cuda/decode/launch_head_dim.cuh"
 
 namespace mixed_attn::gpu::decode {
 template const char* launch_decode_head_dim<64>(const DecodeParams&, bool, gpuStream_t);

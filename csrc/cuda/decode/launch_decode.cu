@@ -1,6 +1,6 @@
 // launch_decode: checks what the kernels assume, then dispatches on head_dim.
 #include "cuda/launch.h"
-#include "decode_common.cuh"
+#include "cuda/decode/common.cuh"
 
 namespace mixed_attn::gpu {
 namespace decode {

@@ -1,8 +1,8 @@
 // launch_extend (csrc/cuda/launch.h): runtime -> compile-time dispatch over
 // (kernel family, head dim, q dtype, cache dtype), on the kernel the plan chose
-// (launch_policy.h). The kernels are instantiated in extend_d{64,128,256}.cu and
-// only declared here (extend_dispatch.cuh), so each is compiled once.
-#include "cuda/extend_dispatch.cuh"
+// (launch_policy.h). The kernels are instantiated in extend/instantiate_hd{64,128,256}.cu and
+// only declared here (extend/instantiations.cuh), so each is compiled once.
+#include "cuda/extend/instantiations.cuh"
 #include "cuda/launch.h"
 
 #include <cstdint>
@@ -15,7 +15,7 @@ namespace mixed_attn::gpu {
 namespace {
 
 #if defined(MA_HIP)
-// The kernel's MFMA loop is compiled for CDNA2/CDNA3 only (extend_mma.cuh sets
+// The kernel's MFMA loop is compiled for CDNA2/CDNA3 only (extend/portable/mma.cuh sets
 // MA_EXTEND_HAS_MMA); built for another AMD GPU its body would be empty, so say
 // so instead of returning garbage. The device's architecture name is read once
 // per device (launch_extend runs every step).

@@ -1,6 +1,6 @@
 // Hopper (sm_90a) extend kernel: warp-specialised, FlashAttention-3 style.
 //
-// Same work list, tile semantics and numerics as extend_kernel.cuh (one CTA per
+// Same work list, tile semantics and numerics as extend/portable/kernel.cuh (one CTA per
 // (extend tile, group of q heads); GQA heads packed into the 128/192 query rows;
 // online softmax in base 2; masks only on diagonal / window-edge tiles), but
 // the CTA is split by role:
@@ -41,7 +41,7 @@
 // bytes (MA_SM90_SWIZZLE=1 gives it the swizzled layout too).
 //
 // Scope: bf16 / fp16 q with a cache of the same type, head dims 64/128/256.
-// The fp8 cache and other GPUs use extend_kernel.cuh (launch_extend chooses).
+// The fp8 cache and other GPUs use extend/portable/kernel.cuh (launch_extend chooses).
 // The kernel is bound by the K/V copies from L2: three consumer warpgroups, the
 // KV split and the TMA copies each exist to cut or hide copy time (the rates of
 // each step against the bf16 matmul: benchmarks/RESULTS.md).
@@ -52,10 +52,10 @@
 
 #include "cuda/common/smem_optin.h"
 #include "cuda/common/softmax.cuh"
-#include "cuda/extend_kernel.cuh"
-#include "cuda/extend_wgmma.cuh"
-#include "cuda/plan_counts.cuh"
-#include "cuda/tma_encoder.h"
+#include "cuda/extend/portable/kernel.cuh"
+#include "cuda/extend/sm90/wgmma.cuh"
+#include "cuda/common/plan_counts.cuh"
+#include "cuda/arch/tma_encoder.h"
 #if defined(MA_CUDA)
 #include <cuda.h>  // CUtensorMap and its encoder's types (the encoder is fetched at run time)
 #endif
@@ -814,7 +814,7 @@ bool encode_cache_map(CUtensorMap* map, const void* cache, int64_t stride_page, 
 }
 #endif
 
-// Host side: launch one instantiation (instantiated in extend_d{64,128,256}.cu) as
+// Host side: launch one instantiation (instantiated in extend/instantiate_hd{64,128,256}.cu) as
 // the plan decided: its KV split per query tile and TMA or cp.async for K/V.
 template <int kHeadDim, typename T>
 const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {

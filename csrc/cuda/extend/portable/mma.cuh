@@ -2,14 +2,14 @@
 // copies, shared -> register fragment loads and the tensor-core / matrix-core
 // multiply-accumulate. Everything else in the extend kernel is plain CUDA/HIP
 // through compat.h; this header is the one place that differs per architecture
-// (the fragment layouts themselves are in extend_frag_layout.h).
+// (the fragment layouts themselves are in extend/portable/frag_layout.h).
 //
 // NVIDIA (sm_80+): cp.async, ldmatrix, mma.sync.m16n8k16 (bf16 / fp16 inputs,
 // fp32 accumulators), in arch/sm80.cuh with the fragment layouts the kernel
 // relies on.
 //
 // AMD CDNA2/CDNA3 (gfx90a, gfx940/941/942; 64-lane wavefronts):
-// v_mfma_f32_16x16x16{f16,bf16_1k}, layouts in extend_frag_layout.h (Mfma16).
+// v_mfma_f32_16x16x16{f16,bf16_1k}, layouts in extend/portable/frag_layout.h (Mfma16).
 // There is no asynchronous global -> LDS copy the kernel can use, so
 // cp_async_16 is a plain 16-byte load and LDS store and commit / wait are
 // no-ops: the kernel's multi-slot pipeline then still keeps loads of one slot
@@ -23,7 +23,7 @@
 
 #include "cuda/arch/sm80.cuh"
 #include "cuda/common/math.cuh"
-#include "cuda/extend_frag_layout.h"
+#include "cuda/extend/portable/frag_layout.h"
 #include "mixed_attn/compat.h"
 
 // The host pass counts as capable on both vendors (the kernel's host stub must
@@ -83,7 +83,7 @@ __device__ __forceinline__ MfmaOperand lds_load_operand(const void* p) {
   return MfmaOperand{{v.x, v.y}};
 }
 
-// c += a * b for one 16x16x16 tile (layouts: Mfma16 in extend_frag_layout.h).
+// c += a * b for one 16x16x16 tile (layouts: Mfma16 in extend/portable/frag_layout.h).
 typedef float ma_floatx4 __attribute__((ext_vector_type(4)));
 typedef _Float16 ma_halfx4 __attribute__((ext_vector_type(4)));
 typedef short ma_shortx4 __attribute__((ext_vector_type(4)));

@@ -2,7 +2,7 @@
 // paged KV cache, on tensor cores, with a multi-stage cp.async pipeline for
 // the K/V tiles: mma.sync m16n8k16 + ldmatrix (sm_80+). On H100/H200 builds
 // with sm_90a, launch_extend uses the warp-specialised kernel in
-// extend_sm90.cuh instead for bf16/fp16 caches; this kernel serves fp8 caches
+// extend/sm90/kernel.cuh instead for bf16/fp16 caches; this kernel serves fp8 caches
 // and other GPUs.
 //
 // Work: one CTA per (extend tile, group of q heads). A tile is
@@ -26,9 +26,9 @@
 // final normalisation.
 //
 // AMD CDNA2/CDNA3 (HIP, 64-lane wavefronts): the same kernel with the two
-// products on MFMA 16x16x16 (extend_mma.cuh), computed transposed, S^T = K Q^T
+// products on MFMA 16x16x16 (extend/portable/mma.cuh), computed transposed, S^T = K Q^T
 // and O^T = V^T P^T, so that a lane's accumulators all belong to one query row
-// (AccLayoutMfma16 in extend_frag_layout.h); V is staged transposed in LDS;
+// (AccLayoutMfma16 in extend/portable/frag_layout.h); V is staged transposed in LDS;
 // loads are synchronous; fp8 tiles are widened in LDS as above. Only the two
 // products, the fragment loads and the V staging differ per vendor: masks,
 // softmax and epilogue are written once against the accumulator layout. The
@@ -43,10 +43,10 @@
 #include "cuda/common/math.cuh"
 #include "cuda/common/smem_optin.h"
 #include "cuda/common/softmax.cuh"
-#include "cuda/extend_mma.cuh"
+#include "cuda/extend/portable/mma.cuh"
 #include "mixed_attn/compat.h"
 #include "mixed_attn/launch_policy.h"
-#include "cuda/plan_counts.cuh"
+#include "cuda/common/plan_counts.cuh"
 #include "mixed_attn/params.h"
 
 namespace mixed_attn::gpu::extend_detail {
@@ -703,7 +703,7 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
 }
 
 // Host side: launch one instantiation. Defined here, instantiated in
-// extend_d{64,128,256}.cu so the builds run in parallel.
+// extend/instantiate_hd{64,128,256}.cu so the builds run in parallel.
 template <int kHeadDim, typename T, bool kFp8>
 const char* launch_extend_impl(const ExtendParams& p, gpuStream_t stream) {
   const AttentionCommon& a = p.attn;
