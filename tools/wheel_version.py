@@ -10,16 +10,21 @@ Scheme (PEP 440 local version, as sgl-kernel / vLLM / FlashAttention tag their w
 A compiled extension links torch's C++ API, which is not stable across torch minor releases,
 so the wheel also pins torch to the minor it was built against (torch>=2.11,<2.12).
 
-Used two ways: as scikit-build-core's dynamic-metadata provider (pyproject.toml,
-tool.scikit-build.metadata) for every build, `pip install .` included; and as a script,
-`python tools/wheel_version.py backend|local|version`, by scripts/build_wheel.sh, which passes the
-same backend to CMake so that the tag and what is compiled cannot disagree.
+Used by scripts/build_wheel.sh: `python tools/wheel_version.py backend|local|version` picks the
+backend (passed to CMake too, so that the tag and what is compiled cannot disagree) and the tag;
+`python tools/wheel_version.py retag WHEEL OUTDIR` rewrites the wheel scikit-build-core built
+(version 0.1.0 from pyproject.toml) into mixed_attn-0.1.0+<tag>-... with the torch pin, RECORD
+rehashed. (scikit-build-core takes a computed version only from a plugin, which needs its
+"experimental" switch; the retag works with any scikit-build-core.)
 """
 
+import base64
+import hashlib
 import os
 import re
 import shutil
 import sys
+import zipfile
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _VERSION_FILE = os.path.join(_HERE, "..", "python", "mixed_attn", "_version.py")
@@ -89,20 +94,50 @@ def torch_requirement():
     return f"torch>={tmaj}.{tmin},<{tmaj}.{tmin + 1}"
 
 
-# -- scikit-build-core dynamic metadata plugin interface ----------------------------------
-def dynamic_metadata(field, settings=None):
-    if field == "version":
-        return version()
-    if field == "dependencies":
-        return [torch_requirement()]
-    raise KeyError(f"tools/wheel_version.py does not provide {field!r}")
-
-
-def get_requires_for_dynamic_metadata(settings=None):
-    return ["torch"]
+def retag(wheel, outdir):
+    """Writes WHEEL as mixed_attn-<version()>-<same tags>.whl into OUTDIR; prints its path."""
+    name = os.path.basename(wheel)
+    m = re.match(r"^mixed_attn-([^-]+)-(.+\.whl)$", name)
+    if not m:
+        raise SystemExit(f"not a mixed_attn wheel: {name}")
+    old_version, tags = m.groups()
+    new_version = version()
+    if old_version != base_version():
+        raise SystemExit(f"{name}: version {old_version} != BASE_VERSION {base_version()} "
+                         "(pyproject.toml and python/mixed_attn/_version.py must agree)")
+    old_info, new_info = f"mixed_attn-{old_version}.dist-info/", f"mixed_attn-{new_version}.dist-info/"
+    out_path = os.path.join(outdir, f"mixed_attn-{new_version}-{tags}")
+    records = []
+    with zipfile.ZipFile(wheel) as zin, zipfile.ZipFile(out_path, "w", zipfile.ZIP_DEFLATED) as zout:
+        for item in zin.infolist():
+            path = item.filename
+            if path == old_info + "RECORD":
+                continue
+            data = zin.read(item)
+            if path.startswith(old_info):
+                path = new_info + path[len(old_info):]
+            if path == new_info + "METADATA":
+                text = data.decode()
+                text = re.sub(r"^Version: .*$", f"Version: {new_version}", text, count=1, flags=re.M)
+                # The unconditional torch requirement becomes the pin; extras stay as they are.
+                text = re.sub(r"^Requires-Dist: torch(?:[<>=!~ ,.0-9*]*)$",
+                              f"Requires-Dist: {torch_requirement()}", text, flags=re.M)
+                data = text.encode()
+            info = zipfile.ZipInfo(path, date_time=item.date_time)
+            info.external_attr = item.external_attr
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zout.writestr(info, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            records.append(f"{path},sha256={digest},{len(data)}")
+        records.append(f"{new_info}RECORD,,")
+        zout.writestr(new_info + "RECORD", "\n".join(records) + "\n")
+    print(out_path)
 
 
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "version"
-    print({"backend": backend, "local": local_tag, "version": version,
-           "torch_requirement": torch_requirement}[what]())
+    if what == "retag":
+        retag(sys.argv[2], sys.argv[3])
+    else:
+        print({"backend": backend, "local": local_tag, "version": version,
+               "torch_requirement": torch_requirement}[what]())
