@@ -119,15 +119,15 @@ def check_device(device=None):
     device = torch.device(device if device is not None else "cuda")
     if device.type != "cuda":
         return None
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if index in _checked:
-        return _checked[index]
     facts = build_info()
     if facts.get("backend") == "NONE":
         raise RuntimeError(
             f"mixed_attn {version()}: this build has no GPU kernels (CPU-only, built against torch "
             f"{facts.get('torch')}); install a +cu / +rocm wheel or build with a CUDA/ROCm torch "
             "(README.md, 'Build a wheel')")
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index in _checked:
+        return _checked[index]
     if facts.get("backend") == "HIP":
         _checked[index] = ("hip", facts.get("gpu_archs"))  # launch_extend checks the gfx arch
         return _checked[index]
