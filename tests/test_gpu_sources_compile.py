@@ -12,7 +12,8 @@ import subprocess
 import pytest
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
-SOURCES = sorted(glob.glob(os.path.join(ROOT, "csrc", "cuda", "*.cu")))
+# Recursive, as CMakeLists.txt globs: kernel families may live in csrc/cuda/<family>/.
+SOURCES = sorted(glob.glob(os.path.join(ROOT, "csrc", "cuda", "**", "*.cu"), recursive=True))
 INCLUDES = ["-I", os.path.join(ROOT, "csrc", "include"), "-I", os.path.join(ROOT, "csrc")]
 
 

@@ -96,7 +96,6 @@ def test_check_device_cpu_only_build_raises():
 
 def test_retag(tmp_path):
     # A minimal wheel as scikit-build-core writes it, retagged for the CPU backend.
-    src = tmp_path / "mixed_attn-0.1.0-cp3-cp3-linux_x86_64.whl"
     base = re.search(r'BASE_VERSION = "([^"]+)"',
                      open(os.path.join(ROOT, "python", "mixed_attn", "_version.py")).read()).group(1)
     src = tmp_path / f"mixed_attn-{base}-cp3-cp3-linux_x86_64.whl"
