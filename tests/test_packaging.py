@@ -132,8 +132,14 @@ def _nvcc():
                                     if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
 
 
+def _tool(name):
+    # The venv's own (pip) cmake / ninja first: the test venv is not activated.
+    here = os.path.join(os.path.dirname(sys.executable), name)
+    return here if os.path.exists(here) else shutil.which(name)
+
+
 def _configure(tmp_path, archs):
-    cmake, ninja = shutil.which("cmake"), shutil.which("ninja")
+    cmake, ninja = _tool("cmake"), _tool("ninja")
     cmd = [cmake, "-S", ROOT, "-B", str(tmp_path / "b"), "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}",
            "-DMIXED_ATTN_KERNELS_ONLY=ON", "-DMIXED_ATTN_GPU_BACKEND=CUDA",
            f"-DCMAKE_CUDA_COMPILER={_nvcc()}", f"-DMIXED_ATTN_CUDA_ARCHS={archs}"]
@@ -142,7 +148,7 @@ def _configure(tmp_path, archs):
 
 
 needs_cmake_nvcc = pytest.mark.skipif(
-    _nvcc() is None or shutil.which("cmake") is None or shutil.which("ninja") is None,
+    _nvcc() is None or _tool("cmake") is None or _tool("ninja") is None,
     reason="needs nvcc, cmake and ninja")
 
 
