@@ -21,6 +21,7 @@ CMAKE=${CMAKE:-$(command -v cmake || echo .venv/bin/cmake)}
 NINJA=${NINJA:-$(command -v ninja || echo .venv/bin/ninja)}
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
 status=0
+mkdir -p "$BUILD_DIR"
 
 if has cuda; then
   NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
@@ -98,9 +99,9 @@ if has hip; then
       hip_flags="--rocm-path=/usr --rocm-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode"
       export amd_comgr_ROOT=${amd_comgr_ROOT:-/usr/lib/x86_64-linux-gnu/cmake/amd_comgr}
     fi
-    echo '__global__ void k() {}' > "$BUILD_DIR.probe.hip" 2>/dev/null || { mkdir -p "$(dirname "$BUILD_DIR")"; echo '__global__ void k() {}' > "$BUILD_DIR.probe.hip"; }
+    echo '__global__ void k() {}' > "$BUILD_DIR/probe.hip"
     archs="gfx90a;gfx942"
-    if ! HIP_PLATFORM=amd hipcc -x hip --offload-arch=gfx942 --cuda-device-only -c "$BUILD_DIR.probe.hip" \
+    if ! HIP_PLATFORM=amd hipcc -x hip --offload-arch=gfx942 --cuda-device-only -c "$BUILD_DIR/probe.hip" \
          -o /dev/null >/dev/null 2>&1; then
       archs="gfx90a;gfx940"
       echo "check_gpu_build hip: this toolchain has no gfx942: building gfx940 (same CDNA3 ISA) instead"
