@@ -19,6 +19,8 @@ BUILD_DIR=${BUILD_DIR:-build/check}
 PY=${PYTHON:-python3}
 CMAKE=${CMAKE:-$(command -v cmake || echo .venv/bin/cmake)}
 NINJA=${NINJA:-$(command -v ninja || echo .venv/bin/ninja)}
+# Absolute: CMake runs the make program from its scratch folders too.
+CMAKE=$(realpath "$CMAKE"); NINJA=$(realpath "$NINJA")
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
 status=0
 mkdir -p "$BUILD_DIR"
