@@ -98,7 +98,11 @@ if has hip; then
     # Debian's ROCm keeps its files under /usr rather than /opt/rocm: tell clang and CMake.
     hip_flags=""
     if [ ! -d /opt/rocm ] && [ -d /usr/lib/x86_64-linux-gnu/amdgcn/bitcode ]; then
+      # --hip-version as hipcc passes it: without it clang 15 misreads the version as 3.5 and
+      # leaves out its HIP runtime wrapper header (__host__, __device__, ...).
+      hip_ver=$(hipcc --version 2>/dev/null | sed -n 's/^HIP version: \([0-9.]*\).*/\1/p')
       hip_flags="--rocm-path=/usr --rocm-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode"
+      hip_flags+="${hip_ver:+ --hip-version=$hip_ver}"
       export amd_comgr_ROOT=${amd_comgr_ROOT:-/usr/lib/x86_64-linux-gnu/cmake/amd_comgr}
     fi
     echo '__global__ void k() {}' > "$BUILD_DIR/probe.hip"
