@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sourced by scripts/test.sh and scripts/demo.sh: makes .venv (system site packages visible, so a
 # machine's own CUDA torch is used; torch==2.13.0 otherwise), installs the build and test tools,
-# then builds and installs mixed_attn from this checkout. Leaves $PY pointing at the venv's python.
+# then builds and installs mixed_attn from this checkout (unless MIXED_ATTN_SETUP_NO_INSTALL=1). Leaves $PY pointing at the venv's python.
 VENV=${MIXED_ATTN_VENV:-.venv}
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv --system-site-packages "$VENV"
@@ -21,4 +21,7 @@ if ! "$PY" -c "import sys, psutil, transformers; sys.exit(transformers.__version
   "$PY" -m pip install -q transformers==5.17.0 psutil ||
     echo "note: could not install transformers==5.17.0 psutil; the transformers tests will skip"
 fi
-"$PY" -m pip install -q --no-build-isolation --no-deps .
+# MIXED_ATTN_SETUP_NO_INSTALL=1 (scripts/test.sh's wheel mode): tools only, the wheel is built next.
+if [ -z "${MIXED_ATTN_SETUP_NO_INSTALL:-}" ]; then
+  "$PY" -m pip install -q --no-build-isolation --no-deps .
+fi

@@ -5,11 +5,21 @@ import pytest
 import torch
 
 # Tests run against the installed package; fall back to the source tree (after
-# scripts/build_inplace.sh) when it is not installed.
-try:
-    import mixed_attn  # noqa: F401
-except ImportError:
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+# scripts/build_inplace.sh) when it is not installed. Under MIXED_ATTN_TEST_INSTALLED=1 (the wheel
+# mode of scripts/test.sh) there is no fallback: mixed_attn must be the installed wheel.
+_SRC_PKG = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "python"))
+if os.environ.get("MIXED_ATTN_TEST_INSTALLED") == "1":
+    import mixed_attn
+
+    _where = os.path.realpath(os.path.dirname(mixed_attn.__file__))
+    if _where.startswith(_SRC_PKG + os.sep) or "site-packages" not in _where:
+        raise RuntimeError(f"MIXED_ATTN_TEST_INSTALLED=1 but mixed_attn was imported from {_where}, "
+                           "not from an installed wheel")
+else:
+    try:
+        import mixed_attn  # noqa: F401
+    except ImportError:
+        sys.path.insert(0, _SRC_PKG)
 
 # Interpreted Triton on machines without a GPU (must be set before triton is imported).
 if not torch.cuda.is_available():

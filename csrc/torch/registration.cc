@@ -44,4 +44,8 @@ TORCH_LIBRARY(mixed_attn, m) {
 
   // int32 entries a plan metadata buffer needs for this many rows and tokens.
   m.def("plan_meta_capacity(int max_rows, int max_tokens, int extend_tile_tokens) -> int");
+
+  // What this binary was built for ("key=value": backend, GPU archs, torch, toolkit);
+  // implemented in build_info.cc, read by mixed_attn.info().
+  m.def("build_info() -> str[]");
 }

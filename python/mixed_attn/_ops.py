@@ -12,7 +12,16 @@ def _load_library():
     for d in _pkg.__path__:
         libs = sorted(glob.glob(os.path.join(d, "_C*.so")) + glob.glob(os.path.join(d, "_C*.pyd")))
         if libs:
-            torch.ops.load_library(libs[0])
+            try:
+                torch.ops.load_library(libs[0])
+            except OSError as e:
+                # The usual cause: a wheel built against another torch minor (torch's C++ API
+                # is not stable across them) or another CUDA major.
+                raise ImportError(
+                    f"mixed_attn: could not load {libs[0]} with torch {torch.__version__} "
+                    f"(CUDA {torch.version.cuda}, HIP {torch.version.hip}): {e}. The wheel's version "
+                    "tag (pip show mixed_attn; +cu130torch2.11 = CUDA 13.0, torch 2.11) must match "
+                    "the installed torch; otherwise rebuild with scripts/build_wheel.sh") from e
             return libs[0]
     raise ImportError(
         "mixed_attn: the compiled extension (_C.so) was not found next to the package; "

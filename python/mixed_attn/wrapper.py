@@ -17,6 +17,7 @@ import torch
 
 from . import _ops  # noqa: F401  (registers torch.ops.mixed_attn)
 from . import env as _env
+from . import buildinfo as _buildinfo
 from . import plan_info as _pi
 
 logger = logging.getLogger("mixed_attn")
@@ -112,6 +113,9 @@ class MixedAttention:
         self.device = torch.device(device)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
+        if self.device.type == "cuda":
+            # No kernels for this GPU's arch in the build: a clear error now, not a failed launch.
+            _buildinfo.check_device(self.device)
         self.num_qo_heads, self.num_kv_heads = num_qo_heads, num_kv_heads
         self.head_dim, self.page_size = head_dim, page_size
         self.q_dtype = q_dtype
