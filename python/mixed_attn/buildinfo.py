@@ -90,15 +90,26 @@ def cuda_image_for(capability, spec):
     return None
 
 
-def _device_kernels(capability, facts):
-    """The kernels launch_extend / launch_decode will pick on this GPU (mirrors csrc/cuda)."""
-    sm90 = (capability == (9, 0) and facts.get("extend_sm90") == "1"
-            and os.environ.get("MIXED_ATTN_EXTEND_KERNEL") != "mma")
-    extend = ("sm_90a warp-specialised (wgmma + TMA), mma.sync for fp8 caches" if sm90
-              else "mma.sync (FlashAttention-2 style)")
-    decode = ("portable (MIXED_ATTN_DECODE_PORTABLE=1)"
-              if os.environ.get("MIXED_ATTN_DECODE_PORTABLE") == "1" else "split-KV tensor-core")
-    return {"extend": extend, "decode": decode}
+def _device_kernels(device):
+    """The kernels the launch policy picks on this GPU for a 32/8/128 model at page 16 (the
+    planner decides; the wrapper's extend_backend= / decode_backend= and their MIXED_ATTN_*
+    defaults of mixed_attn/env.py apply), for a bf16 and for an fp8 cache."""
+    from . import env
+    from .plan_info import make_config
+
+    names = {1: "mma.sync / MFMA (FlashAttention-2 style)", 2: "sm_90a warp-specialised (wgmma + TMA)"}
+    dnames = {1: "split-KV tensor-core", 2: "split-KV portable (matrix-free)"}
+    out = {}
+    for label, fp8 in (("bf16 cache", 0), ("fp8 cache", 1)):
+        cfg = make_config(device, 16, 32, 8, 128, kv_fp8=fp8,
+                          extend_kernel=env.EXTEND_KERNELS[env.EXTEND_KERNEL],
+                          decode_kernel=env.DECODE_KERNELS[env.DECODE_KERNEL])
+        try:
+            p = torch.ops.mixed_attn.launch_policy(cfg)
+            out[label] = {"extend": names.get(int(p[0]), str(p[0])), "decode": dnames.get(int(p[5]), str(p[5]))}
+        except RuntimeError as e:  # an override the device cannot honour
+            out[label] = {"error": str(e)}
+    return out
 
 
 def _unsupported_message(name, capability, facts):
@@ -177,7 +188,7 @@ def info(device=None):
             else:
                 out["device_code"] = ("sm_" if image[0] == "sass" else "compute_") + image[1] + \
                     (" (PTX, JIT at first use)" if image[0] == "ptx" else "")
-                out["kernels"] = _device_kernels(capability, facts)
+                out["kernels"] = _device_kernels(torch.device("cuda", index))
         else:
             out["device_arch"] = torch.cuda.get_device_properties(index).gcnArchName
     return out
