@@ -1,4 +1,5 @@
 // query_device (launch.h) and the driver's TMA-map encoder, looked up once.
+#include "cuda/build_variants.h"
 #include "cuda/launch.h"
 #include "cuda/arch/tma_encoder.h"
 #include "mixed_attn/compat.h"
@@ -20,6 +21,9 @@ TensorMapEncodeFn tensor_map_encoder() {
   return fn;
 }
 #endif
+
+bool build_has_head_dim(int head_dim) { return head_dim_built(head_dim); }
+bool build_has_fp8() { return fp8_built(); }
 
 const char* query_device(int device, DeviceDesc* out) {
   DeviceDesc d;

@@ -28,4 +28,9 @@ const char* launch_extend(const ExtendParams& p, void* stream);
 // driver can encode TMA maps. Queried on the host; the caller caches it.
 const char* query_device(int device, DeviceDesc* out);
 
+// Whether this build holds the kernels for a head dim / for float8 caches (CMake options
+// MIXED_ATTN_HEAD_DIMS / MIXED_ATTN_FP8): the op layer refuses other calls before any launch.
+bool build_has_head_dim(int head_dim);
+bool build_has_fp8();
+
 }  // namespace mixed_attn::gpu

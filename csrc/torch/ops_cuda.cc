@@ -34,6 +34,11 @@ void forward_cuda(const at::Tensor& q, const std::optional<at::Tensor>& k,
   check_launch("cudaStreamIsCapturing", cudaStreamIsCapturing(stream, &capture) == cudaSuccess
                                             ? nullptr : "could not query the stream's capture state");
   ForwardLaunch L = prepare_forward(a, /*allow_fp32_q=*/false, capture == cudaStreamCaptureStatusActive);
+  // Variants a subset build left out (CMake options): refused before any launch writes.
+  TORCH_CHECK(gpu::build_has_head_dim(L.extend.attn.head_dim), "mixed_attn.forward: this build has no "
+              "kernels for head_dim ", L.extend.attn.head_dim, " (built with a MIXED_ATTN_HEAD_DIMS subset)");
+  TORCH_CHECK(L.extend.attn.kv_dtype != DType::kFloat8E4M3 || gpu::build_has_fp8(), "mixed_attn.forward: "
+              "this build has no kernels for float8_e4m3fn caches (built with MIXED_ATTN_FP8=OFF)");
   if (L.save_kv) check_launch("KV save", gpu::launch_save_kv(L.save, stream));
   check_launch("extend kernel", gpu::launch_extend(L.extend, stream));
   check_launch("decode kernel", gpu::launch_decode(L.decode, stream));

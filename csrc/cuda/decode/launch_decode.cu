@@ -1,4 +1,5 @@
 // launch_decode: checks what the kernels assume, then dispatches on head_dim.
+#include "cuda/build_variants.h"
 #include "cuda/launch.h"
 #include "cuda/decode/common.cuh"
 
@@ -49,9 +50,9 @@ const char* launch_decode(const DecodeParams& p, void* stream) {
 #endif
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
   switch (a.head_dim) {
-    case 64: return decode::launch_decode_head_dim<64>(p, portable, s);
-    case 128: return decode::launch_decode_head_dim<128>(p, portable, s);
-    case 256: return decode::launch_decode_head_dim<256>(p, portable, s);
+    case 64: return MA_IF_HD64((decode::launch_decode_head_dim<64>(p, portable, s)));
+    case 128: return MA_IF_HD128((decode::launch_decode_head_dim<128>(p, portable, s)));
+    case 256: return MA_IF_HD256((decode::launch_decode_head_dim<256>(p, portable, s)));
     default: return "decode: head_dim must be 64, 128 or 256";
   }
 }

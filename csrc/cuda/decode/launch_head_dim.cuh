@@ -3,6 +3,7 @@
 // block, decode row), then the merge for rows with more than one split.
 // Included by one decode/instantiate_hd*.cu per head dim so the builds run in parallel.
 #pragma once
+#include "cuda/build_variants.h"
 #include "cuda/common/smem_optin.h"
 #include "cuda/decode/common.cuh"
 #include "cuda/decode/stage1_portable.cuh"
@@ -25,15 +26,20 @@ template <int D, typename QT>
 const char* launch_stage1_typed(const DecodeParams& p, const DecodeConsts& c, dim3 grid,
                                 bool portable, gpuStream_t stream) {
   const bool fp8 = p.attn.kv_dtype == DType::kFloat8E4M3;
+#if defined(MA_NO_FP8)
+  if (fp8) return "this build has no kernels for float8_e4m3fn caches (MIXED_ATTN_FP8=OFF)";
+#endif
 #if defined(MA_CUDA)
   if (!portable) {
     const bool two_halves = c.group > 8;
+#if !defined(MA_NO_FP8)
     if (fp8) {
       using Tr = TcTraits<D, true>;
       return two_halves
                  ? launch_stage1<decode_split_tc_kernel<D, QT, true, true>>(Tr::kSmemBytes, Tr::kThreads, grid, p, c, stream)
                  : launch_stage1<decode_split_tc_kernel<D, QT, true, false>>(Tr::kSmemBytes, Tr::kThreads, grid, p, c, stream);
     }
+#endif
     using Tr = TcTraits<D, false>;
     return two_halves
                ? launch_stage1<decode_split_tc_kernel<D, QT, false, true>>(Tr::kSmemBytes, Tr::kThreads, grid, p, c, stream)
@@ -42,8 +48,10 @@ const char* launch_stage1_typed(const DecodeParams& p, const DecodeConsts& c, di
 #else
   (void)portable;
 #endif
+#if !defined(MA_NO_FP8)
   if (fp8)
     return launch_stage1<decode_split_portable_kernel<D, QT, uint8_t>>(0, kPortableThreads, grid, p, c, stream);
+#endif
   return launch_stage1<decode_split_portable_kernel<D, QT, QT>>(0, kPortableThreads, grid, p, c, stream);
 }
 

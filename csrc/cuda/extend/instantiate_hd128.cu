@@ -6,8 +6,12 @@
 namespace mixed_attn::gpu::extend_detail {
 template const char* launch_extend_impl<128, ma_bf16, false>(const ExtendParams&, gpuStream_t);
 template const char* launch_extend_impl<128, ma_half, false>(const ExtendParams&, gpuStream_t);
+#if !defined(MA_NO_FP8)  // MIXED_ATTN_FP8=OFF
 template const char* launch_extend_impl<128, ma_bf16, true>(const ExtendParams&, gpuStream_t);
 template const char* launch_extend_impl<128, ma_half, true>(const ExtendParams&, gpuStream_t);
+#endif
+#if !defined(MA_NO_EXTEND_SM90)  // MIXED_ATTN_EXTEND_SM90=OFF
 template const char* launch_extend_sm90_impl<128, ma_bf16>(const ExtendParams&, gpuStream_t);
 template const char* launch_extend_sm90_impl<128, ma_half>(const ExtendParams&, gpuStream_t);
+#endif
 }  // namespace mixed_attn::gpu::extend_detail

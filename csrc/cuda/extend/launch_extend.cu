@@ -2,6 +2,7 @@
 // (kernel family, head dim, q dtype, cache dtype), on the kernel the plan chose
 // (launch_policy.h). The kernels are instantiated in extend/instantiate_hd{64,128,256}.cu and
 // only declared here (extend/instantiations.cuh), so each is compiled once.
+#include "cuda/build_variants.h"
 #include "cuda/extend/instantiations.cuh"
 #include "cuda/launch.h"
 
@@ -50,9 +51,9 @@ const char* dispatch_head_dim(const ExtendParams& p, bool fp8, gpuStream_t strea
 #if defined(MA_CUDA) && defined(MA_EXTEND_SM90_BUILT)
     if (fp8) return "extend: the plan picked the sm90 kernel for a float8 cache (it takes b16 only)";
     switch (d) {
-      case 64: return launch_extend_sm90_impl<64, T>(p, stream);
-      case 128: return launch_extend_sm90_impl<128, T>(p, stream);
-      case 256: return launch_extend_sm90_impl<256, T>(p, stream);
+      case 64: return MA_IF_HD64((launch_extend_sm90_impl<64, T>(p, stream)));
+      case 128: return MA_IF_HD128((launch_extend_sm90_impl<128, T>(p, stream)));
+      case 256: return MA_IF_HD256((launch_extend_sm90_impl<256, T>(p, stream)));
       default: return "extend: head_dim must be 64, 128 or 256";
     }
 #else
@@ -63,13 +64,14 @@ const char* dispatch_head_dim(const ExtendParams& p, bool fp8, gpuStream_t strea
     return "extend: the plan was made for another device (its extend kernel is not a GPU kernel)";
   switch (d) {
     case 64:
-      return fp8 ? launch_extend_impl<64, T, true>(p, stream) : launch_extend_impl<64, T, false>(p, stream);
+      return MA_IF_HD64((fp8 ? MA_IF_FP8((launch_extend_impl<64, T, true>(p, stream)))
+                             : launch_extend_impl<64, T, false>(p, stream)));
     case 128:
-      return fp8 ? launch_extend_impl<128, T, true>(p, stream)
-                 : launch_extend_impl<128, T, false>(p, stream);
+      return MA_IF_HD128((fp8 ? MA_IF_FP8((launch_extend_impl<128, T, true>(p, stream)))
+                              : launch_extend_impl<128, T, false>(p, stream)));
     case 256:
-      return fp8 ? launch_extend_impl<256, T, true>(p, stream)
-                 : launch_extend_impl<256, T, false>(p, stream);
+      return MA_IF_HD256((fp8 ? MA_IF_FP8((launch_extend_impl<256, T, true>(p, stream)))
+                              : launch_extend_impl<256, T, false>(p, stream)));
     default:
       return "extend: head_dim must be 64, 128 or 256";
   }
