@@ -153,7 +153,8 @@ def main():
         except Exception as e:  # noqa: BLE001
             print(f"flashinfer not importable: {e}")
     gen = torch.Generator(device="cuda").manual_seed(0)
-    lines = ["| rows | context | KV MB | floor µs | mixed_attn replay µs | of floor | FlashInfer replay µs | ours / FI | rel err vs eager |",
+    lines = ["| rows | context | KV MB | floor µs | mixed_attn replay µs | of floor | FlashInfer replay µs "
+             "| ours / FI | rel err vs eager |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for ctx in [int(x) for x in args.ctx.split(",")]:
         for rows in [int(x) for x in args.rows.split(",")]:

@@ -146,7 +146,8 @@ def test_graph_plan_gives_the_bits_of_a_normal_plan_cpu():
 @pytest.mark.parametrize("what,ext,pre,match", [
     ("rows", [1] * 7, [10] * 7, "7 rows, over the graph bucket's max_batch = 6"),
     ("tokens", [70, 20], [0, 0], "90 tokens, over the graph bucket's max_tokens = 80"),
-    ("extend tokens", [30, 1], [0, 5], "30 tokens in extend-kernel rows, over the graph bucket's max_extend_tokens = 16"),
+    ("extend tokens", [30, 1], [0, 5],
+     "30 tokens in extend-kernel rows, over the graph bucket's max_extend_tokens = 16"),
     ("partials", [1, 1], [3000, 3000], "KV splits, over the graph bucket's max_partials = 3"),
 ])
 def test_out_of_bucket_plans_are_errors_and_upload_nothing_cpu(what, ext, pre, match):

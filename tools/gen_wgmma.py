@@ -106,30 +106,32 @@ def wgmma_rs(n, t, ptx_t, trans_b):
     r = n // 2
     return (f"template <> struct Wgmma<{n}, {t}, {'true' if trans_b else 'false'}> {{\n"
             f"  // acc += A (this warp's 16 x 16 fragment, 4 regs) * B (16 x {n} via desc)\n"
-            f"  static __device__ __forceinline__ void run(float (&acc)[{n // 8}][4], const uint32_t (&a)[4], uint64_t desc) {{\n"
+            f"  static __device__ __forceinline__ void run(float (&acc)[{n // 8}][4], "
+            f"const uint32_t (&a)[4], uint64_t desc) {{\n"
             f"    asm volatile(\n"
             f'        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_t}.{ptx_t} "\n'
             f'        "{{" \n'
             + acc_list(n) +
             f'        "}}, {{%{r}, %{r + 1}, %{r + 2}, %{r + 3}}}, %{r + 4}, 1, 1, 1, {1 if trans_b else 0};\\n"\n'
             + acc_constraints(n) +
-            f'        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));\n'
-            f"  }}\n}};\n")
+            '        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));\n'
+            "  }\n};\n")
 
 
 def wgmma_ss(n, t, ptx_t):
     r = n // 2
     return (f"template <> struct WgmmaSS<{n}, {t}> {{\n"
             f"  // acc += A (64 x 16 via desc_a, K-major) * B (16 x {n} via desc_b, K-major)\n"
-            f"  static __device__ __forceinline__ void run(float (&acc)[{n // 8}][4], uint64_t desc_a, uint64_t desc_b) {{\n"
+            f"  static __device__ __forceinline__ void run(float (&acc)[{n // 8}][4], "
+            f"uint64_t desc_a, uint64_t desc_b) {{\n"
             f"    asm volatile(\n"
             f'        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_t}.{ptx_t} "\n'
             f'        "{{" \n'
             + acc_list(n) +
             f'        "}}, %{r}, %{r + 1}, 1, 1, 1, 0, 0;\\n"\n'
             + acc_constraints(n) +
-            f'        : "l"(desc_a), "l"(desc_b));\n'
-            f"  }}\n}};\n")
+            '        : "l"(desc_a), "l"(desc_b));\n'
+            "  }\n};\n")
 
 
 def generate():
@@ -151,7 +153,8 @@ def main():
     text = generate()
     if "--check" in sys.argv:
         same = os.path.exists(OUT) and open(OUT).read() == text
-        print("extend/sm90/wgmma.cuh is up to date" if same else "extend/sm90/wgmma.cuh differs from tools/gen_wgmma.py")
+        print("extend/sm90/wgmma.cuh is up to date" if same
+              else "extend/sm90/wgmma.cuh differs from tools/gen_wgmma.py")
         sys.exit(0 if same else 1)
     with open(OUT, "w") as f:
         f.write(text)

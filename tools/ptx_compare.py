@@ -69,7 +69,8 @@ def main():
             print(f"{f}.cu: missing after")
             continue
         eb, ea = ptx_entries(pb), ptx_entries(pa)
-        rb, ra = ptxas_report(os.path.join(before, f + ".ptxas.txt")), ptxas_report(os.path.join(after, f + ".ptxas.txt"))
+        rb = ptxas_report(os.path.join(before, f + ".ptxas.txt"))
+        ra = ptxas_report(os.path.join(after, f + ".ptxas.txt"))
         same = open(pb).read() == open(pa).read()
         print(f"== {f}.cu: PTX {'identical' if same else 'differs'}")
         for k in sorted(set(eb) | set(ea)):

@@ -5,7 +5,7 @@ native kernels: extend rows through the extend kernel, decode rows through the s
 kernel, with a host-side planner and a persistent mid-buffer arena. See README.md.
 """
 
-from . import _ops
+from . import _ops  # noqa: F401  (loads _C.so: registers torch.ops.mixed_attn)
 from ._ops import has_cuda_kernels
 from .buildinfo import build_info, check_device, info
 from .buildinfo import version as _version
