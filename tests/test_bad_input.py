@@ -155,3 +155,23 @@ def test_plan_arguments_must_be_int32_host_tensors():
 def test_device_mismatch(call):
     a = {n: (v.cuda() if isinstance(v, torch.Tensor) else v) for n, v in call.items()}
     expect_rejected(a, r"out must be on cuda", out=call["out"])
+
+
+@pytest.mark.parametrize("plan_fp8,cache", [(0, "fp8"), (1, "bf16")])
+def test_cache_dtype_must_match_the_plan(call, plan_fp8, cache):
+    # A plan chooses its GPU kernels for one cache dtype (the sm_90a extend kernel takes b16
+    # caches only); forward refuses a cache of the other kind before anything is written. A plan
+    # described for an H200 reaches the check on the CPU too (prepare_forward is shared).
+    b = make_batch([1, 20, 1], [33, 5, 70], num_qo_heads=Hq, num_kv_heads=Hkv, head_dim=D,
+                   page_size=PAGE, seed=4)
+    qo, kvp, seq = b.qo_indptr, b.kv_indptr, b.seq_lens
+    cfg = make_config("cpu", PAGE, Hq, Hkv, D, device_kind=1, device_arch=90, device_sm90_extend=1,
+                      device_tma_encoder=1, kv_fp8=plan_fp8)
+    meta = torch.zeros(4096, dtype=torch.int32)
+    info = list(torch.ops.mixed_attn.plan(qo, kvp, seq, meta, cfg))
+    kc = call["k_cache"].to(FP8) if cache == "fp8" else call["k_cache"].to(torch.bfloat16)
+    vc = call["v_cache"].to(FP8) if cache == "fp8" else call["v_cache"].to(torch.bfloat16)
+    args = dict(call, q=call["q"].to(torch.bfloat16), k=call["k"].to(torch.bfloat16),
+                v=call["v"].to(torch.bfloat16), k_cache=kc, v_cache=vc,
+                out=poison_like(call["q"].to(torch.bfloat16)), plan_meta=meta, plan_info=info)
+    expect_rejected(args, r"but the plan was made for a")

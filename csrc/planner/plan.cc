@@ -235,21 +235,16 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   // plans: the wave policy depends on the launch size, so it would make a row's
   // bits depend on the rest of the batch; they keep one CTA per tile unless the
   // wrapper fixes the split (a fixed split is batch-invariant too).
-  int32_t extend_kv_splits = 1;
   // Graph-safe plans: the split is part of the captured geometry, so it is the
   // wrapper's fixed choice (default 1), never the per-step wave rule.
-  if (policy.extend_kernel == ExtendKernel::kSm90 && cfg.graph_safe) {
-    const int32_t forced = cfg.request.extend_kv_splits;
-    const bool one_pass = policy.extend_tile_tokens <= policy.extend_block_rows / policy.extend_pack;
-    extend_kv_splits = forced > 0 && one_pass ? std::min(forced, policy.extend_max_kv_splits) : 1;
-  } else if (policy.extend_kernel == ExtendKernel::kSm90 && Nt > 0) {
-    const int32_t forced = cfg.request.extend_kv_splits;
-    const bool one_pass = policy.extend_tile_tokens <= policy.extend_block_rows / policy.extend_pack;
-    if (!one_pass) {
-      extend_kv_splits = 1;  // the cluster merge runs once, after a tile's single pass
-    } else if (forced > 0) {
+  int32_t extend_kv_splits = 1;
+  const bool one_pass = policy.extend_tile_tokens <= policy.extend_block_rows / policy.extend_pack;
+  const int32_t forced = cfg.request.extend_kv_splits;
+  if (policy.extend_kernel == ExtendKernel::kSm90 && one_pass && (cfg.graph_safe || Nt > 0)) {
+    // (not one pass: the cluster merge runs once, after a tile's single pass)
+    if (forced > 0) {
       extend_kv_splits = std::min(forced, policy.extend_max_kv_splits);
-    } else if (!cfg.deterministic) {
+    } else if (!cfg.deterministic && !cfg.graph_safe) {
       const int64_t blocks = Nt * (cfg.num_qo_heads / policy.extend_pack);
       extend_kv_splits = sm90_kv_splits(blocks, cfg.device.num_sms, policy.extend_max_kv_splits);
     }
