@@ -148,7 +148,7 @@ def test_graph_plan_gives_the_bits_of_a_normal_plan_cpu():
     ("tokens", [70, 20], [0, 0], "90 tokens, over the graph bucket's max_tokens = 80"),
     ("extend tokens", [30, 1], [0, 5],
      "30 tokens in extend-kernel rows, over the graph bucket's max_extend_tokens = 16"),
-    ("partials", [1, 1], [3000, 3000], "KV splits, over the graph bucket's max_partials = 3"),
+    ("partials", [1, 1], [3000, 3000], "arena slots .query tokens x KV splits., over the graph bucket.s max_partials = 3"),
 ])
 def test_out_of_bucket_plans_are_errors_and_upload_nothing_cpu(what, ext, pre, match):
     e = Engine("cpu", 4, 2, 64, 16, max_batch=6, max_tokens=80, max_pages=512, pool_pages=600,
@@ -165,11 +165,42 @@ def test_out_of_bucket_plans_are_errors_and_upload_nothing_cpu(what, ext, pre, m
 
 def test_graph_bucket_arena_is_the_policy_bound():
     w = MixedAttention(32, 8, 128, 16, device="cpu", max_batch=256, max_tokens=256, cuda_graph=True,
-                       max_extend_tokens=0)
+                       max_extend_tokens=0, decode_max_q=1)
     # 256 rows plus the SM-aware policy's 132 * 2 / 8 extra splits; no extend tiles at all.
     assert w.launch_policy["graph_max_partials"] == 256 + 33
     assert w.launch_policy["graph_max_tiles"] == 0
     assert w.partial_out.shape[0] == 289
+    # Verify rows of up to 8 tokens (group 4: 4 tokens fill one 16-row decode block): the 256
+    # decode tokens plus 4 * 33 extra slots.
+    w = MixedAttention(32, 8, 128, 16, device="cpu", max_batch=256, max_tokens=256, cuda_graph=True,
+                       max_extend_tokens=0, decode_max_q=8)
+    assert w.launch_policy["graph_max_partials"] == 256 + 4 * 33
+
+
+@pytest.mark.parametrize("decode_max_q", [1, 3, 8, 16])
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_graph_bucket_partials_bound_holds(decode_max_q, deterministic):
+    # Random steps inside the bucket never need more arena slots than the bound (a plan over it
+    # would be refused, and the bound is what the captured grid covers).
+    import random
+    rng = random.Random(decode_max_q)
+    w = MixedAttention(32, 8, 128, 16, device="cpu", max_batch=64, max_tokens=512, cuda_graph=True,
+                       decode_max_q=decode_max_q, deterministic=deterministic, fixed_split_tokens=4096)
+    bound = w.launch_policy["graph_max_partials"]
+    worst = 0
+    for _ in range(200):
+        B = rng.randint(1, 64)
+        ext = [rng.randint(1, decode_max_q) for _ in range(B)]
+        while sum(ext) > 512:
+            ext[rng.randrange(B)] = 1
+        seq = [e + rng.choice([0, 5, 300, 4000, 60000, 100000]) for e in ext]
+        qo, kv = [0], [0]
+        for e, s in zip(ext, seq):
+            qo.append(qo[-1] + e)
+            kv.append(kv[-1] + (s + 15) // 16)
+        info = w.plan(qo, kv, seq)
+        worst = max(worst, field(info, "num_partials"))
+    assert worst <= bound
 
 
 # ------------------------------------------------------------------------------------ GPU --

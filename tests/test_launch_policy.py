@@ -18,7 +18,7 @@ MI300 = dict(device_kind=2, device_arch=0, num_sms=304, device_sm90_extend=0, de
 
 def policy(dev, d=128, hq=32, hkv=8, page=16, **kw):
     cfg = make_config("cpu", page, hq, hkv, d, **dev, **kw)
-    kernel, rows, pack, tile, tma, dk, _, _ = torch.ops.mixed_attn.launch_policy(cfg)
+    kernel, rows, pack, tile, tma, dk, _, _, _ = torch.ops.mixed_attn.launch_policy(cfg)
     return dict(kernel=kernel, rows=rows, pack=pack, tile=tile, tma=tma, decode=dk)
 
 

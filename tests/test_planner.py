@@ -10,7 +10,7 @@ from mixed_attn.plan_info import MAGIC, field, make_config, unpack_meta
 
 
 def plan(ext, pre, page_size=16, Hq=32, Hkv=8, D=128, window_left=-1, mode=0, num_sms=132,
-         deterministic=False, fixed=2048, max_splits=32, tile=64, meta_cap=100000):
+         deterministic=False, fixed=2048, max_splits=32, tile=64, meta_cap=100000, decode_max_q=0):
     seq = [e + p for e, p in zip(ext, pre)]
     qo, kv = [0], [0]
     for e, s in zip(ext, seq):
@@ -20,40 +20,52 @@ def plan(ext, pre, page_size=16, Hq=32, Hkv=8, D=128, window_left=-1, mode=0, nu
     t = lambda x: torch.tensor(x, dtype=torch.int32)  # noqa: E731
     cfg = make_config("cpu", page_size, Hq, Hkv, D, num_sms=num_sms, window_left=window_left,
                       mode=mode, deterministic=deterministic, fixed_split_tokens=fixed,
-                      max_splits_per_row=max_splits, extend_tile_tokens=tile)
+                      max_splits_per_row=max_splits, extend_tile_tokens=tile, decode_max_q=decode_max_q)
     info = torch.ops.mixed_attn.plan(t(qo), t(kv), t(seq), meta, cfg)
     return info, unpack_meta(info, meta), seq
 
 
 def random_batch(rng, n):
-    ext = [1 if rng.random() < 0.7 else rng.randint(2, 700) for _ in range(n)]
+    def one():
+        x = rng.random()
+        return 1 if x < 0.6 else (rng.randint(2, 17) if x < 0.8 else rng.randint(2, 700))
+    ext = [one() for _ in range(n)]
     pre = [rng.randint(0, 40000) for _ in range(n)]
     return ext, pre
 
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("deterministic", [False, True])
-def test_plan_invariants(seed, deterministic):
+@pytest.mark.parametrize("decode_max_q", [0, 1, 7, 16])
+def test_plan_invariants(seed, deterministic, decode_max_q):
     rng = random.Random(seed)
     ext, pre = random_batch(rng, rng.choice([1, 17, 128, 513]))
     window = rng.choice([-1, -1, 100, 4095])
-    info, m, seq = plan(ext, pre, window_left=window, deterministic=deterministic, max_splits=16)
+    info, m, seq = plan(ext, pre, window_left=window, deterministic=deterministic, max_splits=16,
+                        decode_max_q=decode_max_q)
     assert field(info, "magic") == MAGIC
     B = len(ext)
-    # Partition: decode rows are exactly the rows with one new token, each once, in row order.
-    decode = [b for b in range(B) if ext[b] == 1]
+    # Partition: decode rows are exactly the rows of at most decode_max_q new tokens (the
+    # policy's default: 32 // group = 8 at group 4), each once, in row order.
+    dmq = field(info, "decode_max_q_policy")
+    assert dmq == (decode_max_q or 8)
+    decode = [b for b in range(B) if ext[b] <= dmq]
     assert m["decode_rows"].tolist() == decode
     assert field(info, "num_extend_rows") == B - len(decode)
-    # Splits: within bounds, and their key ranges cover the visible keys exactly once.
+    launch_q = field(info, "decode_max_q")
+    assert launch_q == (dmq if deterministic else max([ext[b] for b in decode], default=1))
+    # Splits: within bounds, and their key ranges cover the visible keys exactly once. A row of
+    # q tokens holds q arena slots per split.
     sp = m["decode_split_indptr"].tolist()
     assert sp[0] == 0 and field(info, "num_partials") == sp[-1]
     for d, row in enumerate(decode):
-        n = sp[d + 1] - sp[d]
+        assert (sp[d + 1] - sp[d]) % ext[row] == 0
+        n = (sp[d + 1] - sp[d]) // ext[row]
         assert n >= 1
         if not deterministic:
             assert n <= 16
         start, chunk = int(m["decode_kv_start"][d]), int(m["decode_chunk_tokens"][d])
-        first_visible = max(0, seq[row] - 1 - window) if window >= 0 else 0
+        first_visible = max(0, seq[row] - ext[row] - window) if window >= 0 else 0
         assert start <= first_visible and start % 16 == 0
         assert start + (n - 1) * chunk < seq[row] <= start + n * chunk
         if deterministic:
@@ -65,10 +77,10 @@ def test_plan_invariants(seed, deterministic):
     tiles = m["extend_tiles"].tolist()
     covered = {}
     for row, q0 in tiles:
-        assert ext[row] > 1
+        assert ext[row] > dmq
         for i in range(q0, min(q0 + 64, ext[row])):
             covered[(row, i)] = covered.get((row, i), 0) + 1
-    expect = {(b, i): 1 for b in range(B) if ext[b] > 1 for i in range(ext[b])}
+    expect = {(b, i): 1 for b in range(B) if ext[b] > dmq for i in range(ext[b])}
     assert covered == expect
 
 
@@ -125,7 +137,7 @@ def test_one_host_to_device_copy_per_plan():
 
 
 def test_plan_rejects_device_tensors_and_lists_work():
-    w = MixedAttention(4, 1, 64, 16, device="cpu", max_batch=8, max_tokens=64)
+    w = MixedAttention(4, 1, 64, 16, device="cpu", max_batch=8, max_tokens=64, decode_max_q=2)
     info = w.plan([0, 1, 4], [0, 1, 2], [5, 10])
     assert field(info, "num_decode_rows") == 1
     if torch.cuda.is_available():

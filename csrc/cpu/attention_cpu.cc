@@ -140,59 +140,72 @@ void decode_impl(const DecodeParams& p) {
   const AttentionCommon& c = p.attn;
   const PlanView& pl = c.plan;
   const int D = c.head_dim, Hq = c.num_qo_heads, G = Hq / c.num_kv_heads;
-  // Stage 1: one partial per (decode row, kv head, split), every q head of the group.
+  // Stage 1: one partial per (decode row, split, query token), every q head. A row of q new
+  // tokens and n splits owns the q * n arena slots from decode_split_indptr[d], split-major
+  // (slot first + s * q + i); query i sees keys up to its own position (causal among the
+  // row's new tokens) and from its own window edge.
 #pragma omp parallel for schedule(dynamic, 1)
   for (int32_t d = 0; d < pl.num_decode_rows; ++d) {
     const int32_t row = pl.decode_rows[d];
-    const int32_t seq = pl.seq_lens[row], pos = seq - 1;
-    const int64_t token = pl.qo_indptr[row];
-    const int32_t visible_lo = c.window_left >= 0 ? std::max(0, pos - c.window_left) : 0;
+    const int32_t seq = pl.seq_lens[row];
+    const int32_t q_len = pl.qo_indptr[row + 1] - pl.qo_indptr[row];
     const int32_t kv_start = pl.decode_kv_start[d], chunk = pl.decode_chunk_tokens[d];
-    const int32_t n_splits = pl.decode_split_indptr[d + 1] - pl.decode_split_indptr[d];
+    const int32_t first = pl.decode_split_indptr[d];
+    const int32_t n_splits = (pl.decode_split_indptr[d + 1] - first) / q_len;
     std::vector<float> q_group(size_t(G) * D), kbuf(D), vbuf(D);
     std::vector<SoftmaxState> states(G);
-    for (int32_t h = 0; h < c.num_kv_heads; ++h) {
-      load_q_group<QT>(c, token, h, q_group);
-      for (int32_t s = 0; s < n_splits; ++s) {
-        const int32_t lo = std::max(visible_lo, kv_start + s * chunk);
-        const int32_t hi = std::min(seq, kv_start + (s + 1) * chunk);
-        for (auto& st : states) { st.m = kNegInf; st.l = 0.f; st.acc.assign(D, 0.f); }
-        if (lo < hi) attend_keys<KT>(c, row, h, lo, hi, q_group, states, kbuf, vbuf);
-        const int64_t slot = pl.decode_split_indptr[d] + s;
-        for (int g = 0; g < G; ++g) {
-          const int32_t head = h * G + g;
-          const SoftmaxState& st = states[g];
-          float* po = p.partial_out + (slot * Hq + head) * D;
-          const bool empty = st.l == 0.f;
-          for (int e = 0; e < D; ++e) po[e] = empty ? 0.f : st.acc[e] / st.l;
-          p.partial_lse[slot * Hq + head] = empty ? kNegInf : st.m + std::log(st.l);
+    for (int32_t i = 0; i < q_len; ++i) {
+      const int64_t token = pl.qo_indptr[row] + i;
+      const int32_t pos = seq - q_len + i;
+      const int32_t visible_lo = c.window_left >= 0 ? std::max(0, pos - c.window_left) : 0;
+      for (int32_t h = 0; h < c.num_kv_heads; ++h) {
+        load_q_group<QT>(c, token, h, q_group);
+        for (int32_t s = 0; s < n_splits; ++s) {
+          const int32_t lo = std::max(visible_lo, kv_start + s * chunk);
+          const int32_t hi = std::min(pos + 1, kv_start + (s + 1) * chunk);
+          for (auto& st : states) { st.m = kNegInf; st.l = 0.f; st.acc.assign(D, 0.f); }
+          if (lo < hi) attend_keys<KT>(c, row, h, lo, hi, q_group, states, kbuf, vbuf);
+          const int64_t slot = first + int64_t(s) * q_len + i;
+          for (int g = 0; g < G; ++g) {
+            const int32_t head = h * G + g;
+            const SoftmaxState& st = states[g];
+            float* po = p.partial_out + (slot * Hq + head) * D;
+            const bool empty = st.l == 0.f;
+            for (int e = 0; e < D; ++e) po[e] = empty ? 0.f : st.acc[e] / st.l;
+            p.partial_lse[slot * Hq + head] = empty ? kNegInf : st.m + std::log(st.l);
+          }
         }
       }
     }
   }
-  // Stage 2: merge the splits of each (decode row, q head) in split order.
+  // Stage 2: merge the splits of each (decode row, query token, q head) in split order.
 #pragma omp parallel for schedule(static)
   for (int32_t d = 0; d < pl.num_decode_rows; ++d) {
     const int32_t row = pl.decode_rows[d];
-    const int64_t token = pl.qo_indptr[row];
-    const int32_t first = pl.decode_split_indptr[d], last = pl.decode_split_indptr[d + 1];
+    const int32_t q_len = pl.qo_indptr[row + 1] - pl.qo_indptr[row];
+    const int32_t first = pl.decode_split_indptr[d];
+    const int32_t n_splits = (pl.decode_split_indptr[d + 1] - first) / q_len;
     std::vector<float> acc(D);
-    for (int32_t head = 0; head < Hq; ++head) {
-      float m = c.maybe_sinks ? c.maybe_sinks[head] : kNegInf;
-      for (int32_t s = first; s < last; ++s) m = std::max(m, p.partial_lse[int64_t(s) * Hq + head]);
-      float l = c.maybe_sinks ? std::exp(c.maybe_sinks[head] - m) : 0.f;
-      std::fill(acc.begin(), acc.end(), 0.f);
-      for (int32_t s = first; s < last; ++s) {
-        const float lse_s = p.partial_lse[int64_t(s) * Hq + head];
-        if (lse_s == kNegInf) continue;
-        const float w = std::exp(lse_s - m);
-        l += w;
-        const float* po = p.partial_out + (int64_t(s) * Hq + head) * D;
-        for (int e = 0; e < D; ++e) acc[e] += w * po[e];
+    for (int32_t i = 0; i < q_len; ++i) {
+      const int64_t token = pl.qo_indptr[row] + i;
+      for (int32_t head = 0; head < Hq; ++head) {
+        auto slot_of = [&](int32_t s) { return int64_t(first) + int64_t(s) * q_len + i; };
+        float m = c.maybe_sinks ? c.maybe_sinks[head] : kNegInf;
+        for (int32_t s = 0; s < n_splits; ++s) m = std::max(m, p.partial_lse[slot_of(s) * Hq + head]);
+        float l = c.maybe_sinks ? std::exp(c.maybe_sinks[head] - m) : 0.f;
+        std::fill(acc.begin(), acc.end(), 0.f);
+        for (int32_t s = 0; s < n_splits; ++s) {
+          const float lse_s = p.partial_lse[slot_of(s) * Hq + head];
+          if (lse_s == kNegInf) continue;
+          const float w = std::exp(lse_s - m);
+          l += w;
+          const float* po = p.partial_out + (slot_of(s) * Hq + head) * D;
+          for (int e = 0; e < D; ++e) acc[e] += w * po[e];
+        }
+        QT* o = static_cast<QT*>(c.out) + token * c.out_stride_token + int64_t(head) * c.out_stride_head;
+        for (int e = 0; e < D; ++e) o[e] = from_float<QT>(acc[e] / l);
+        if (c.maybe_lse) c.maybe_lse[token * c.lse_stride_token + head] = m + std::log(l);
       }
-      QT* o = static_cast<QT*>(c.out) + token * c.out_stride_token + int64_t(head) * c.out_stride_head;
-      for (int e = 0; e < D; ++e) o[e] = from_float<QT>(acc[e] / l);
-      if (c.maybe_lse) c.maybe_lse[token * c.lse_stride_token + head] = m + std::log(l);
     }
   }
 }

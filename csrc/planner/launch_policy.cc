@@ -128,6 +128,16 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
   } else {
     p.decode_kernel = dwant == DecodeKernel::kPortable ? DecodeKernel::kPortable : DecodeKernel::kTensorCore;
   }
+
+  // Decode-class rows (see kDecodeDefaultMaxRows).
+  if (req.decode_max_q < 0 || req.decode_max_q > kDecodeMaxQueries)
+    return cat("decode_max_q must be in [1, ", kDecodeMaxQueries, "] (0: the policy's), got ", req.decode_max_q);
+  if (req.decode_max_q > 0) {
+    p.decode_max_q = req.decode_max_q;
+  } else {
+    int q = kDecodeDefaultMaxRows / group_size;
+    p.decode_max_q = q < 1 ? 1 : (q > kDecodeMaxQueries ? kDecodeMaxQueries : q);
+  }
   *out = p;
   return {};
 }

@@ -34,11 +34,11 @@ std::string cat(const Args&... args) {
   return os.str();
 }
 
-// First key position a decode row needs: the window's left edge, aligned down
-// to a page so that splits start on page boundaries.
-int32_t decode_kv_start(int32_t seq_len, int32_t window_left, int32_t page_size) {
+// First key position a decode row needs: the window's left edge for its first
+// query, aligned down to a page so that splits start on page boundaries.
+int32_t decode_kv_start(int32_t seq_len, int32_t q_len, int32_t window_left, int32_t page_size) {
   if (window_left < 0) return 0;
-  int64_t first = std::max<int64_t>(0, int64_t(seq_len) - 1 - window_left);
+  int64_t first = std::max<int64_t>(0, int64_t(seq_len) - q_len - window_left);
   return int32_t(first / page_size * page_size);
 }
 
@@ -109,16 +109,27 @@ std::string graph_bounds(const PlanConfig& cfg, const LaunchPolicy& policy, Grap
   if (ext > 0)
     g.max_tiles = std::min<int64_t>(cfg.graph_max_rows, ext) + ceil_div(ext, policy.extend_tile_tokens);
   if (cfg.mode == DispatchMode::kSplit) {
-    const int64_t worst = int64_t(cfg.graph_max_rows) * cfg.max_splits_per_row;
+    // A row of q decode tokens and n splits takes q * n slots; the decode tokens of a step
+    // number at most T_dec = min(max_tokens, max_rows * decode_max_q).
+    const int64_t dmq = std::max(1, policy.decode_max_q);
+    const int64_t decode_tokens = std::min<int64_t>(cfg.graph_max_tokens, cfg.graph_max_rows * dmq);
+    const int64_t worst = decode_tokens * cfg.max_splits_per_row;
     if (cfg.graph_max_partials > 0) {
       g.max_partials = cfg.graph_max_partials;
     } else if (cfg.deterministic) {
       g.max_partials = worst;  // fixed-size splits: no bound from the policy
     } else {
-      // The SM-aware policy's chunk is at least total_keys * Hkv / target_ctas, so the
-      // splits of all rows add up to at most Nd + target_ctas / Hkv.
+      // The SM-aware chunk is at least W * Hkv / (target * b1), W = sum of keys_d * blocks(q_d),
+      // b1 = blocks(1) (plan_step), and n_d <= 1 + keys_d / chunk, so the slots sum_d q_d * n_d
+      // are at most T_dec + max_q ceil(q * b1 * target / (blocks(q) * Hkv)): T_dec + target / Hkv
+      // for one-token rows.
       const int64_t target = int64_t(cfg.device.num_sms) * cfg.ctas_per_sm;
-      g.max_partials = std::min(worst, cfg.graph_max_rows + ceil_div(target, cfg.num_kv_heads));
+      const int32_t group = cfg.num_qo_heads / cfg.num_kv_heads;
+      const int64_t b1 = decode_row_blocks(1, group);
+      int64_t extra = 0;
+      for (int32_t q = 1; q <= dmq; ++q)
+        extra = std::max(extra, ceil_div(q * b1 * target, int64_t(decode_row_blocks(q, group)) * cfg.num_kv_heads));
+      g.max_partials = std::min(worst, decode_tokens + extra);
     }
   }
   *out = g;
@@ -127,8 +138,11 @@ std::string graph_bounds(const PlanConfig& cfg, const LaunchPolicy& policy, Grap
 
 std::string config_launch_policy(const PlanConfig& cfg, LaunchPolicy* out) {
   if (std::string e = check_config(cfg); !e.empty()) return e;
-  return choose_launch_policy(cfg.device, cfg.head_dim, cfg.num_qo_heads / cfg.num_kv_heads,
-                              cfg.page_size, cfg.kv_fp8, cfg.request, out);
+  std::string e = choose_launch_policy(cfg.device, cfg.head_dim, cfg.num_qo_heads / cfg.num_kv_heads,
+                                       cfg.page_size, cfg.kv_fp8, cfg.request, out);
+  // Fold plans send every row to the extend kernel: no decode-class rows.
+  if (e.empty() && cfg.mode == DispatchMode::kFold) out->decode_max_q = 0;
+  return e;
 }
 
 PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_out) {
@@ -155,25 +169,38 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   const bool split = cfg.mode == DispatchMode::kSplit;
   auto extend_len = [&](int32_t b) { return in.qo_indptr[b + 1] - in.qo_indptr[b]; };
 
-  // 1. Partition. Any row order works: kernels index rows through these lists.
+  // 1. Partition. Any row order works: kernels index rows through these lists. A row of
+  // at most decode_max_q new tokens is a decode row (the policy's threshold; 0 in fold mode).
   std::vector<int32_t> decode_rows, extend_rows;
   decode_rows.reserve(B);
+  int32_t max_decode_q = 0;
   for (int32_t b = 0; b < B; ++b) {
-    if (split && extend_len(b) == 1) decode_rows.push_back(b);
-    else extend_rows.push_back(b);
+    const int32_t q = extend_len(b);
+    if (split && q <= policy.decode_max_q) {
+      decode_rows.push_back(b);
+      max_decode_q = std::max(max_decode_q, q);
+    } else {
+      extend_rows.push_back(b);
+    }
   }
   const int64_t Nd = int64_t(decode_rows.size());
 
   // 2. Split counts. Splits start on multiples of `align` keys so that a split
   // covers whole pages and whole kernel tiles.
   const int64_t align = std::max<int64_t>(cfg.page_size, 64);
+  const int32_t group = cfg.num_qo_heads / cfg.num_kv_heads;
+  const int64_t one_query_blocks = decode_row_blocks(1, group);
   std::vector<int32_t> kv_start(Nd), chunk(Nd), split_indptr(Nd + 1, 0);
+  // Keys weighted by the row's CTAs per (kv head, split) in units of a one-query row's,
+  // so that the SM-aware chunk below fills the GPU with verify rows too.
   int64_t total_keys = 0;
   for (int64_t d = 0; d < Nd; ++d) {
-    const int32_t seq = in.seq_lens[decode_rows[d]];
-    kv_start[d] = decode_kv_start(seq, cfg.window_left, cfg.page_size);
-    total_keys += seq - kv_start[d];
+    const int32_t b = decode_rows[d], seq = in.seq_lens[b], q = extend_len(b);
+    kv_start[d] = decode_kv_start(seq, q, cfg.window_left, cfg.page_size);
+    const int64_t keys = seq - kv_start[d];
+    total_keys += keys * decode_row_blocks(q, group);
   }
+  total_keys = ceil_div(total_keys, one_query_blocks);
   int64_t chunk_all;
   if (cfg.deterministic) {
     // Depends on the configuration alone, never on the batch.
@@ -187,6 +214,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   }
   int32_t max_splits = 0;
   for (int64_t d = 0; d < Nd; ++d) {
+    const int32_t q = extend_len(decode_rows[d]);
     const int64_t keys = int64_t(in.seq_lens[decode_rows[d]]) - kv_start[d];
     int64_t c = chunk_all;
     int64_t n = c <= INT32_MAX ? ceil_div32(int32_t(keys), int32_t(c)) : 1;
@@ -195,13 +223,14 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
       n = ceil_div(keys, c);
     }
     chunk[d] = int32_t(c);
-    split_indptr[d + 1] = int32_t(split_indptr[d] + n);
+    split_indptr[d + 1] = int32_t(split_indptr[d] + n * q);  // q slots per split
     max_splits = std::max<int32_t>(max_splits, int32_t(n));
   }
   const int64_t num_partials = split_indptr[Nd];
   if (cfg.graph_safe && num_partials > graph.max_partials)
     return failed(r, cat("the step's decode rows need ", num_partials,
-                         " KV splits, over the graph bucket's max_partials = ", graph.max_partials,
+                         " arena slots (query tokens x KV splits), over the graph bucket's max_partials = ",
+                         graph.max_partials,
                          " (raise max_partials, or fixed_split_tokens in deterministic mode)"));
 
   // 3. Extend work list: (row, q_start) tiles, costliest first so the longest
@@ -312,6 +341,11 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   info[kPlanGraphMaxTokens] = cfg.graph_safe ? cfg.graph_max_tokens : 0;
   info[kPlanGraphMaxTiles] = cfg.graph_safe ? graph.max_tiles : 0;
   info[kPlanGraphMaxPartials] = cfg.graph_safe ? graph.max_partials : 0;
+  // Graph-safe and deterministic plans launch for the policy's bound, so that neither the
+  // captured geometry nor a row's kernel variant depends on the rest of the batch.
+  info[kPlanDecodeMaxQ] = (cfg.graph_safe || cfg.deterministic) ? std::max(1, policy.decode_max_q)
+                                                                 : std::max(1, max_decode_q);
+  info[kPlanDecodeMaxQPolicy] = policy.decode_max_q;
 
   // 5. Fill the buffer (only now: a rejected plan writes nothing).
   int32_t* m = meta_out;
@@ -357,6 +391,7 @@ PlanView plan_view(const int64_t* info, const int32_t* meta) {
   v.extend_kv_splits = int32_t(info[kPlanExtendKvSplits]);
   v.extend_tma = int32_t(info[kPlanExtendTma]);
   v.decode_kernel = int32_t(info[kPlanDecodeKernel]);
+  v.decode_max_q = int32_t(info[kPlanDecodeMaxQ]);
   const bool graph = info[kPlanGraphSafe] != 0;
   v.maybe_counts = graph ? meta + info[kPlanOffCounts] : nullptr;
   v.graph_max_rows = int32_t(info[kPlanGraphMaxRows]);
@@ -373,7 +408,7 @@ const char* const* plan_config_field_names() {
       "ctas_per_sm", "kv_fp8", "device_kind", "device_arch", "num_sms", "device_sm90_extend",
       "device_tma_encoder", "extend_kernel", "decode_kernel", "extend_kv_splits", "extend_tma",
       "extend_tile_tokens", "graph_safe", "graph_max_rows", "graph_max_tokens",
-      "graph_max_extend_tokens", "graph_max_partials", "graph_max_kv_pages", nullptr};
+      "graph_max_extend_tokens", "graph_max_partials", "graph_max_kv_pages", "decode_max_q", nullptr};
   return names;
 }
 
@@ -386,7 +421,8 @@ const char* const* plan_info_field_names() {
       "off_extend_tiles", "num_kv_pages", "page_size", "num_qo_heads", "num_kv_heads",
       "head_dim", "window_left", "deterministic", "max_q_len", "max_seq_len", "extend_kernel",
       "extend_block_rows", "extend_kv_splits", "extend_tma", "decode_kernel", "off_counts", "kv_fp8", "graph_safe",
-      "graph_max_rows", "graph_max_tokens", "graph_max_tiles", "graph_max_partials", nullptr};
+      "graph_max_rows", "graph_max_tokens", "graph_max_tiles", "graph_max_partials", "decode_max_q",
+      "decode_max_q_policy", nullptr};
   return names;
 }
 
@@ -435,6 +471,7 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
   c.graph_max_extend_tokens = int32_t(v[kCfgGraphMaxExtendTokens]);
   c.graph_max_partials = int32_t(v[kCfgGraphMaxPartials]);
   c.graph_max_kv_pages = int32_t(v[kCfgGraphMaxKvPages]);
+  c.request.decode_max_q = int32_t(v[kCfgDecodeMaxQ]);
   return {};
 }
 

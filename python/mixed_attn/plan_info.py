@@ -23,7 +23,8 @@ CONFIG_DEFAULTS = dict(window_left=-1, mode=MODE_SPLIT, deterministic=0, fixed_s
                        max_splits_per_row=32, min_split_tokens=256, ctas_per_sm=2, kv_fp8=0,
                        extend_kernel=0, decode_kernel=0, extend_kv_splits=0, extend_tma=-1,
                        extend_tile_tokens=0, graph_safe=0, graph_max_rows=0, graph_max_tokens=0,
-                       graph_max_extend_tokens=0, graph_max_partials=0, graph_max_kv_pages=0)
+                       graph_max_extend_tokens=0, graph_max_partials=0, graph_max_kv_pages=0,
+                       decode_max_q=0)
 
 _device_descs = {}
 
@@ -69,6 +70,7 @@ def launch_summary(info):
         "extend_tma": bool(field(info, "extend_tma")),
         "decode_kernel": DECODE_KERNEL_NAMES[field(info, "decode_kernel")],
         "max_decode_splits": field(info, "max_splits"),
+        "decode_max_q": field(info, "decode_max_q_policy"),
     }
 
 

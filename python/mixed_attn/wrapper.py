@@ -91,8 +91,13 @@ class MixedAttention:
             the plan's own).
         max_extend_tokens: graph buckets: tokens in rows the extend kernel serves (default
             max_tokens; 0 for a decode-only bucket, so no extend CTAs are captured).
-        max_partials: graph buckets: decode splits the arena holds (default: the bound of the
-            split policy for max_batch rows).
+        max_partials: graph buckets: decode arena slots (query tokens x KV splits) the arena
+            holds (default: the bound of the split policy for max_batch rows).
+        decode_max_q: rows of at most this many new tokens (decode, speculative verify) run on
+            the split-KV decode kernels, their queries x the GQA group packed into the decode
+            tile, causal among the row's own tokens; longer rows on the extend kernel. 0 (the
+            default) lets the launch policy choose from the group size (`launch_policy`); 1
+            sends only one-token rows to the decode kernels; at most 16.
         The four policy overrides default to the MIXED_ATTN_* variables of mixed_attn/env.py. Every launch
         decision is made by the planner and recorded in the plan (`launch_policy`, and per
         step `plan_launch`); an override the device cannot honour is an error here.
@@ -104,7 +109,7 @@ class MixedAttention:
                  max_splits_per_row=32, fixed_split_tokens=2048, num_sms=None, validate=False,
                  min_split_tokens=256, ctas_per_sm=2, extend_backend=None, decode_backend=None,
                  extend_kv_splits=None, extend_tma=None, cuda_graph=False,
-                 max_extend_tokens=None, max_partials=None):
+                 max_extend_tokens=None, max_partials=None, decode_max_q=0):
         if mode not in _MODES:
             raise ValueError(f"mixed_attn: mode must be 'split' or 'fold', got {mode!r}")
         if num_qo_heads % num_kv_heads != 0:
@@ -147,16 +152,17 @@ class MixedAttention:
             kv_fp8=self.kv_dtype == torch.float8_e4m3fn,
             extend_kernel=0 if on_cpu else _choice(extend_backend, _env.EXTEND_KERNELS, "extend_backend"),
             decode_kernel=0 if on_cpu else _choice(decode_backend, _env.DECODE_KERNELS, "decode_backend"),
-            extend_kv_splits=extend_kv_splits, extend_tma=int(extend_tma),
+            extend_kv_splits=extend_kv_splits, extend_tma=int(extend_tma), decode_max_q=int(decode_max_q),
             **self._graph_fields(cuda_graph, max_batch, max_tokens, max_extend_tokens, max_partials))
         self.cuda_graph = bool(cuda_graph)
         self.num_sms = self._config[_pi.CONFIG_INDEX["num_sms"]]
         (kernel, rows, pack, tile, tma, dkernel, graph_tiles,
-         graph_partials) = torch.ops.mixed_attn.launch_policy(self._config)
+         graph_partials, dmq) = torch.ops.mixed_attn.launch_policy(self._config)
         self.launch_policy = {
             "extend_kernel": _pi.EXTEND_KERNEL_NAMES[kernel], "extend_block_rows": rows,
             "extend_pack": pack, "extend_tile_tokens": tile, "extend_tma": bool(tma),
-            "decode_kernel": _pi.DECODE_KERNEL_NAMES[dkernel]}
+            "decode_kernel": _pi.DECODE_KERNEL_NAMES[dkernel], "decode_max_q": dmq}
+        self.decode_max_q = dmq
         self.extend_tile_tokens = tile
         if self.cuda_graph:
             self.launch_policy.update(graph_max_tiles=graph_tiles, graph_max_partials=graph_partials)

@@ -53,6 +53,8 @@ struct LaunchRequest {
   int32_t extend_tma = -1;       // -1: policy; 0: cp.async only; 1: TMA (an error where impossible)
   int32_t extend_tile_tokens = 0;  // 0: the kernel's tile; N: tiles of N query tokens (every kernel
                                    // runs any tile size, in passes; oracles and tests use this)
+  int32_t decode_max_q = 0;        // 0: policy; N in [1, kDecodeMaxQueries]: rows of up to N new
+                                   // tokens are decode-class (split mode)
 };
 
 // The per-wrapper part of the policy: depends on the model and the device only.
@@ -64,6 +66,7 @@ struct LaunchPolicy {
   int32_t extend_max_kv_splits = 1; // CTAs that may share one query tile (sm_90a: 2)
   bool extend_tma = false;          // sm_90a: interior K/V tiles by TMA, else cp.async
   DecodeKernel decode_kernel = DecodeKernel::kHost;
+  int32_t decode_max_q = 1;         // rows of up to this many new tokens go to the split-KV decode
 };
 
 // Largest divisor of the GQA group that fits in `rows`: the q heads packed
@@ -95,6 +98,20 @@ MA_HOST_DEVICE constexpr int extend_sm90_block_rows(int head_dim) {
 // memory, which has room for one partial at every head dim: two splits at most
 // (three measured slower where they fit: benchmarks/RESULTS.md).
 constexpr int kSm90MaxKvSplits = 2;
+// Decode-class rows: a row of q new tokens (speculative verify, q >= 2) runs on the split-KV
+// decode kernels when q <= the policy's decode_max_q: its q x group (query, head) pairs are
+// packed into 16-row MMA blocks, every block reads the split's K/V, causal among the row's own
+// new tokens. Beyond kDecodeMaxQueries a row goes to the extend kernel always.
+constexpr int kDecodeMaxQueries = 16;
+// (query, head) pairs of one kv head per decode CTA: the MMA's M.
+constexpr int kDecodeBlockRows = 16;
+// Default decode_max_q: the largest q whose q x group pairs fill at most this many decode
+// blocks' rows (benchmarks/RESULTS.md, verify batches: past it the extend kernel's wide tiles
+// are the better use of each K/V read).
+constexpr int kDecodeDefaultMaxRows = 32;
+MA_HOST_DEVICE inline int decode_row_blocks(int q_len, int group) {
+  return (q_len * group + kDecodeBlockRows - 1) / kDecodeBlockRows;
+}
 // Query tokens per tile of the CPU implementation (it has no tile shape; any works).
 constexpr int kHostTileTokens = 16;
 

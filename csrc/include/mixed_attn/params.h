@@ -36,8 +36,10 @@ struct PlanView {
   const int32_t* kv_indptr;            // [B+1] page-list offsets into kv_indices
   const int32_t* seq_lens;             // [B]   prefix_len + extend_len
   const int32_t* decode_rows;          // [Nd]  batch row of each decode row
-  const int32_t* decode_split_indptr;  // [Nd+1] arena slot offsets; splits = diff
-  const int32_t* decode_kv_start;      // [Nd]  first key position attended (window)
+  const int32_t* decode_split_indptr;  // [Nd+1] arena slot offsets; a row of q new tokens and n
+                                       // splits holds q * n slots: slot(s, i) = first + s * q + i
+                                       // for split s, query i (n = diff / q)
+  const int32_t* decode_kv_start;      // [Nd]  first key position its first query attends (window)
   const int32_t* decode_chunk_tokens;  // [Nd]  keys per split (last split may be short)
   const int32_t* extend_tiles;         // [Nt][2] (row, first query index in the row)
   int32_t num_rows;                    // B
@@ -55,6 +57,7 @@ struct PlanView {
   int32_t extend_kv_splits;            // CTAs of one cluster per extend query tile (sm_90a)
   int32_t extend_tma;                  // 1: interior K/V tiles by TMA (sm_90a)
   int32_t decode_kernel;               // DecodeKernel
+  int32_t decode_max_q;                // no decode row of the launch has more query tokens (>= 1)
   // Graph-safe plans (MixedAttention(cuda_graph=True)): the launch geometry is the bucket's,
   // fixed when the wrapper is built; kernels read the step's counts from maybe_counts and
   // CTAs past them exit. Null (and the graph_* fields 0) otherwise: counts are the ints above.

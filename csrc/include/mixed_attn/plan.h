@@ -78,6 +78,7 @@ enum PlanConfigField : int32_t {
   kCfgGraphMaxExtendTokens,
   kCfgGraphMaxPartials,
   kCfgGraphMaxKvPages,
+  kCfgDecodeMaxQ,
   kCfgNumFields
 };
 
@@ -135,6 +136,11 @@ enum PlanInfoField : int32_t {
   kPlanGraphMaxTokens,
   kPlanGraphMaxTiles,
   kPlanGraphMaxPartials,
+  kPlanDecodeMaxQ,         // bound of any decode row's query count for the launch (row blocks,
+                           // kernel variant): the step's largest, or the policy's decode_max_q in
+                           // graph-safe and deterministic plans (a launch shape that never depends
+                           // on the batch)
+  kPlanDecodeMaxQPolicy,   // the policy's decode_max_q: rows of up to this many tokens are decode rows
   kPlanNumFields
 };
 constexpr int64_t kPlanMagicValue = 0x6d69786564;  // "mixed"
