@@ -76,7 +76,7 @@ class Case:
 
 
 def make_plan(case, mode=MODE_SPLIT, window_left=-1, deterministic=False, fixed_split_tokens=2048,
-              num_sms=132, max_splits_per_row=32, tile_tokens=None, backend=CPU):
+              num_sms=132, max_splits_per_row=32, tile_tokens=None, backend=CPU, decode_max_q=0):
     """The real planner. Returns (plan_info list, host int32 meta of exactly meta_len entries)."""
     on_gpu = backend.type == "cuda" and mixed_attn.has_cuda_kernels()
     cfg = make_config(backend if on_gpu else "cpu", case.page_size, case.Hq, case.Hkv, case.D,
@@ -85,7 +85,7 @@ def make_plan(case, mode=MODE_SPLIT, window_left=-1, deterministic=False, fixed_
                       max_splits_per_row=max_splits_per_row, kv_fp8=case.k_cache.dtype == FP8,
                       # A build without the CUDA backend plans for the CPU: any tile size makes
                       # a valid plan for Triton.
-                      extend_tile_tokens=tile_tokens or (0 if on_gpu else 64))
+                      extend_tile_tokens=tile_tokens or (0 if on_gpu else 64), decode_max_q=decode_max_q)
     tt = torch.ops.mixed_attn.launch_policy(cfg)[3]
     B = len(case.seq)
     cap = torch.ops.mixed_attn.plan_meta_capacity(B, case.T, tt)
@@ -446,6 +446,30 @@ def test_matches_cpu_op(case_id, rows, Hq, Hkv, D, ps, dtype, kv_dtype, window, 
     atol, rtol = out_tol(case)
     assert_close_to(tri["out"], cpu["out"].double(), atol, rtol, "out")
     assert_close_to(tri["lse"], cpu["lse"].double(), 1e-3, 1e-4, "lse")
+
+
+VERIFY_CASES = [
+    # Verify rows of 2-16 tokens (prefix 0 and long), one-token decodes, an extend row.
+    ("p1-gqa4", [(300, 2), (50, 7), (0, 16), (200, 1), (3, 40), (129, 3)], 8, 2, 1, -1, 0.0),
+    ("p16-gqa8-window-cap", [(400, 16), (33, 5), (90, 1), (0, 2)], 16, 2, 16, 100, 20.0),
+]
+
+
+@pytest.mark.parametrize("case_id,rows,Hq,Hkv,ps,window,cap", VERIFY_CASES, ids=[c[0] for c in VERIFY_CASES])
+def test_verify_rows_match_reference_and_cpu_op(case_id, rows, Hq, Hkv, ps, window, cap):
+    # Same plan, same classification: the oracle's arena slots (split-major per query) equal the
+    # CPU op's, and both match the fp64 reference.
+    case = Case(rows, Hq, Hkv, 64, ps, seed=len(case_id), with_sinks=True)
+    info, meta = make_plan(case, window_left=window, deterministic=True, fixed_split_tokens=64, decode_max_q=16)
+    assert field(info, "num_decode_rows") == sum(e <= 16 for _, e in rows) and field(info, "max_splits") > 1
+    tri = run_triton(case, info, meta, window_left=window, logit_cap=cap)
+    cpu = run_cpu_op(case, info, meta, window_left=window, logit_cap=cap)
+    check_vs_reference(case, tri, window_left=window, logit_cap=cap)
+    n = field(info, "num_partials")
+    assert_close_to(tri["partial_lse"][:n], cpu["partial_lse"][:n].double(), 1e-3, 1e-4, "partial_lse")
+    assert_close_to(tri["partial_out"][:n], cpu["partial_out"][:n].double(), 1e-2, 1e-2, "partial_out")
+    atol, rtol = out_tol(case)
+    assert_close_to(tri["out"], cpu["out"].double(), atol, rtol, "out")
 
 
 def test_wrapper_plan_drives_triton():

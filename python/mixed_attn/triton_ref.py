@@ -12,11 +12,13 @@ to ``torch.ops.mixed_attn.forward``. Four kernels:
   heads that share a kv head read each K/V block once and one ``tl.dot``
   serves them all; a fold-mode decode row is one token times the group.
 - ``_decode_partial_kernel``: split-KV stage 1, one program per (decode row,
-  kv head, split); the group's q heads are the M side of the ``tl.dot``. It
-  writes the split's normalised output and its LSE (no sink) into the arena
-  slot ``decode_split_indptr[d] + split`` that the planner laid out.
-- ``_decode_merge_kernel``: stage 2, one program per (decode row, q head):
-  log-sum-exp merge of the row's splits plus the sink, into out (and lse).
+  kv head, split); the row's (query token, q head of the group) pairs are the M
+  side of the ``tl.dot``, causal among the row's own new tokens. It writes the
+  split's normalised output and its LSE (no sink) of query i into the arena slot
+  ``decode_split_indptr[d] + split * q_len + i`` that the planner laid out.
+- ``_decode_merge_kernel``: stage 2, one program per (decode row, q head), over
+  the row's query tokens: log-sum-exp merge of the splits plus the sink, into
+  out (and lse).
 
 Both dispatch modes come from the plan alone: a fold plan has no decode rows
 and an extend tile for every row. Kernels index the plan's arrays as
@@ -314,6 +316,7 @@ def _decode_partial_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_CAP: tl.constexpr, HAS_WINDOW: tl.constexpr, DOT_F32: tl.constexpr,
 ):
+    # Rows r of the block are (query i, head h) = (r // group, r % group) of the decode row.
     # The plan's arrays, at their offsets in the one metadata buffer (plan_info.py).
     qo_indptr_ptr = meta_ptr + off_qo_indptr
     kv_indptr_ptr = meta_ptr + off_kv_indptr
@@ -325,26 +328,30 @@ def _decode_partial_kernel(
     dr = tl.program_id(0)
     kvh = tl.program_id(1)
     split = tl.program_id(2)
+    row = tl.load(decode_rows_ptr + dr)
+    token0 = tl.load(qo_indptr_ptr + row)
+    q_len = tl.load(qo_indptr_ptr + row + 1) - token0
     slot0 = tl.load(split_indptr_ptr + dr)
-    n_splits = tl.load(split_indptr_ptr + dr + 1) - slot0
+    n_splits = (tl.load(split_indptr_ptr + dr + 1) - slot0) // q_len
     if split >= n_splits:
         return
-    row = tl.load(decode_rows_ptr + dr)
     seq = tl.load(seq_lens_ptr + row)
-    token = tl.load(qo_indptr_ptr + row).to(tl.int64)
-    pos = seq - 1
     chunk = tl.load(chunk_ptr + dr)
     lo = tl.load(kv_start_ptr + dr) + split * chunk
-    hi = tl.minimum(lo + chunk, seq)  # hi <= seq: every key is causal-visible
+    hi = tl.minimum(lo + chunk, seq)
     if HAS_WINDOW:
-        lo = tl.maximum(lo, pos - window_left)  # and now every key is in the window
+        lo = tl.maximum(lo, seq - q_len - window_left)  # no query sees keys before the first's window
 
-    hg = tl.arange(0, BLOCK_H)
-    head_ok = hg < group
-    head = kvh * group + hg
+    r = tl.arange(0, BLOCK_H)
+    qi = r // group
+    row_ok = qi < q_len
+    head = kvh * group + r % group
+    token = (token0 + qi).to(tl.int64)
+    pos = seq - q_len + qi  # each query's own position: it sees keys <= pos
+    first = pos - window_left if HAS_WINDOW else pos * 0
     d = tl.arange(0, HEAD_DIM)
-    q = tl.load(q_ptr + token * q_st + head[:, None] * q_sh + d[None, :],
-                mask=head_ok[:, None], other=0.0)
+    q = tl.load(q_ptr + token[:, None] * q_st + head[:, None] * q_sh + d[None, :],
+                mask=row_ok[:, None], other=0.0)
     q = _operand(q, q_ptr.dtype.element_ty, DOT_F32)
     page_base = tl.load(kv_indptr_ptr + row)
 
@@ -363,7 +370,8 @@ def _decode_partial_kernel(
             s = logit_cap * _tanh(qk * qk_scale / logit_cap) * 1.4426950408889634
         else:
             s = qk * qk_scale_log2
-        s = tl.where(in_range[None, :], s, float("-inf"))
+        visible = in_range[None, :] & (offs_n[None, :] <= pos[:, None]) & (offs_n[None, :] >= first[:, None])
+        s = tl.where(visible, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         alpha = tl.exp2(m_i - m_new)
         p = tl.exp2(s - m_new[:, None])
@@ -374,14 +382,15 @@ def _decode_partial_kernel(
                                           _operand(v, q_ptr.dtype.element_ty, DOT_F32), DOT_F32)
         m_i = m_new
 
-    # A split with no visible key (before the window) gets LSE -inf and output 0.
+    # A split with no visible key for a query (before its window, or past its own position)
+    # gets LSE -inf and output 0 there.
     seen = l_i > 0.0
     l_safe = tl.where(seen, l_i, 1.0)
     o = acc * (v_scale / l_safe)[:, None]
     lse = tl.where(seen, (m_i + tl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
-    slot = (slot0 + split).to(tl.int64)
-    tl.store(part_o_ptr + slot * po_ss + head[:, None] * po_sh + d[None, :], o, mask=head_ok[:, None])
-    tl.store(part_lse_ptr + slot * pl_ss + head, lse, mask=head_ok)
+    slot = (slot0 + split * q_len + qi).to(tl.int64)
+    tl.store(part_o_ptr + slot[:, None] * po_ss + head[:, None] * po_sh + d[None, :], o, mask=row_ok[:, None])
+    tl.store(part_lse_ptr + slot * pl_ss + head, lse, mask=row_ok)
 
 
 @triton.jit(do_not_specialize=["off_qo_indptr", "off_decode_rows", "off_decode_split_indptr"])
@@ -398,42 +407,44 @@ def _decode_merge_kernel(
     split_indptr_ptr = meta_ptr + off_decode_split_indptr
     dr = tl.program_id(0)
     head = tl.program_id(1)
-    slot0 = tl.load(split_indptr_ptr + dr)
-    n_splits = tl.load(split_indptr_ptr + dr + 1) - slot0
     row = tl.load(decode_rows_ptr + dr)
-    token = tl.load(qo_indptr_ptr + row).to(tl.int64)
+    token0 = tl.load(qo_indptr_ptr + row)
+    q_len = tl.load(qo_indptr_ptr + row + 1) - token0
+    slot0 = tl.load(split_indptr_ptr + dr)
+    n_splits = (tl.load(split_indptr_ptr + dr + 1) - slot0) // q_len
     d = tl.arange(0, HEAD_DIM)
-
-    # Pass 1: the largest LSE (the split holding the query's own key is finite).
-    m_vec = tl.zeros([BLOCK_S], dtype=tl.float32) + float("-inf")
-    for s0 in range(0, n_splits, BLOCK_S):
-        s = s0 + tl.arange(0, BLOCK_S)
-        lse_s = tl.load(part_lse_ptr + (slot0 + s).to(tl.int64) * pl_ss + head,
-                        mask=s < n_splits, other=float("-inf"))
-        m_vec = tl.maximum(m_vec, lse_s * 1.4426950408889634)
-    m = tl.max(m_vec, 0)
-    if HAS_SINKS:
-        sink = tl.load(sinks_ptr + head) * 1.4426950408889634
-        m = tl.maximum(m, sink)
-    # Pass 2: weights exp(lse_s - m), weighted sum of the splits' outputs.
-    denom_vec = tl.zeros([BLOCK_S], dtype=tl.float32)
-    acc = tl.zeros([HEAD_DIM], dtype=tl.float32)
-    for s0 in range(0, n_splits, BLOCK_S):
-        s = s0 + tl.arange(0, BLOCK_S)
-        s_ok = s < n_splits
-        slot = (slot0 + s).to(tl.int64)
-        lse_s = tl.load(part_lse_ptr + slot * pl_ss + head, mask=s_ok, other=float("-inf"))
-        w = tl.exp2(lse_s * 1.4426950408889634 - m)
-        o_s = tl.load(part_o_ptr + slot[:, None] * po_ss + head * po_sh + d[None, :],
-                      mask=s_ok[:, None], other=0.0)
-        acc += tl.sum(o_s * w[:, None], 0)
-        denom_vec += w
-    denom = tl.sum(denom_vec, 0)
-    if HAS_SINKS:
-        denom += tl.exp2(sink - m)
-    tl.store(out_ptr + token * o_st + head * o_sh + d, (acc / denom).to(out_ptr.dtype.element_ty))
-    if WRITE_LSE:
-        tl.store(lse_ptr + token * lse_st + head, (m + tl.log2(denom)) * 0.6931471805599453)
+    for qi in range(0, q_len):
+        token = (token0 + qi).to(tl.int64)
+        # Pass 1: the largest LSE (the split holding the query's own key is finite).
+        m_vec = tl.zeros([BLOCK_S], dtype=tl.float32) + float("-inf")
+        for s0 in range(0, n_splits, BLOCK_S):
+            s = s0 + tl.arange(0, BLOCK_S)
+            lse_s = tl.load(part_lse_ptr + (slot0 + s * q_len + qi).to(tl.int64) * pl_ss + head,
+                            mask=s < n_splits, other=float("-inf"))
+            m_vec = tl.maximum(m_vec, lse_s * 1.4426950408889634)
+        m = tl.max(m_vec, 0)
+        if HAS_SINKS:
+            sink = tl.load(sinks_ptr + head) * 1.4426950408889634
+            m = tl.maximum(m, sink)
+        # Pass 2: weights exp(lse_s - m), weighted sum of the splits' outputs.
+        denom_vec = tl.zeros([BLOCK_S], dtype=tl.float32)
+        acc = tl.zeros([HEAD_DIM], dtype=tl.float32)
+        for s0 in range(0, n_splits, BLOCK_S):
+            s = s0 + tl.arange(0, BLOCK_S)
+            s_ok = s < n_splits
+            slot = (slot0 + s * q_len + qi).to(tl.int64)
+            lse_s = tl.load(part_lse_ptr + slot * pl_ss + head, mask=s_ok, other=float("-inf"))
+            w = tl.exp2(lse_s * 1.4426950408889634 - m)
+            o_s = tl.load(part_o_ptr + slot[:, None] * po_ss + head * po_sh + d[None, :],
+                          mask=s_ok[:, None], other=0.0)
+            acc += tl.sum(o_s * w[:, None], 0)
+            denom_vec += w
+        denom = tl.sum(denom_vec, 0)
+        if HAS_SINKS:
+            denom += tl.exp2(sink - m)
+        tl.store(out_ptr + token * o_st + head * o_sh + d, (acc / denom).to(out_ptr.dtype.element_ty))
+        if WRITE_LSE:
+            tl.store(lse_ptr + token * lse_st + head, (m + tl.log2(denom)) * 0.6931471805599453)
 
 
 # --------------------------------------------------------------------------
@@ -583,7 +594,7 @@ def triton_decode(q, k_cache, v_cache, kv_indices, plan_meta, plan_info, partial
     """Split-KV decode over the plan's decode rows: stage-1 partials into the arena, then (merge=True) stage 2.
 
     partial_out [>= num_partials, Hq, D] fp32 and partial_lse [>= num_partials, Hq] fp32 are the arena
-    slices; slot decode_split_indptr[d] + s holds split s of decode row d.
+    slices; slot decode_split_indptr[d] + s * q_len + i holds split s of query i of decode row d.
     """
     info = _info(plan_info)
     Nd = field(info, "num_decode_rows")
@@ -605,7 +616,7 @@ def triton_decode(q, k_cache, v_cache, kv_indices, plan_meta, plan_info, partial
     fp8 = k_cache.dtype == _FP8
     qk_scale_log2, qk_scale = _scales(D, sm_scale, k_scale, fp8)
     max_splits = field(info, "max_splits")
-    BLOCK_H = max(16, _next_pow2(group))
+    BLOCK_H = max(16, _next_pow2(field(info, "decode_max_q") * group))  # (query, head) rows of a decode row
     BLOCK_N, dec_warps, dec_stages = _decode_config(D, group)
     _decode_partial_kernel[(Nd, Hkv, max_splits)](
         q, k_cache, v_cache, kv_indices, partial_out, partial_lse,
