@@ -148,7 +148,8 @@ def test_graph_plan_gives_the_bits_of_a_normal_plan_cpu():
     ("tokens", [70, 20], [0, 0], "90 tokens, over the graph bucket's max_tokens = 80"),
     ("extend tokens", [30, 1], [0, 5],
      "30 tokens in extend-kernel rows, over the graph bucket's max_extend_tokens = 16"),
-    ("partials", [1, 1], [3000, 3000], "arena slots .query tokens x KV splits., over the graph bucket.s max_partials = 3"),
+    ("partials", [1, 1], [3000, 3000],
+     "arena slots .query tokens x KV splits., over the graph bucket.s max_partials = 3"),
 ])
 def test_out_of_bucket_plans_are_errors_and_upload_nothing_cpu(what, ext, pre, match):
     e = Engine("cpu", 4, 2, 64, 16, max_batch=6, max_tokens=80, max_pages=512, pool_pages=600,
