@@ -1,5 +1,5 @@
 // Pieces shared by every split-KV decode kernel (CUDA and HIP): the per-CTA
-// view of one (decode row, split), element conversions, the finalisation of a
+// view of one (decode row, split, block of (query, head) pairs), element conversions, the finalisation of a
 // head's output (partial into the arena, or the final output for a row with a
 // single split), and the merge kernel.
 //
@@ -14,12 +14,14 @@
 #include "mixed_attn/compat.h"
 #include "mixed_attn/params.h"
 #include "cuda/common/plan_counts.cuh"
+#include "mixed_attn/launch_policy.h"
 
 namespace mixed_attn::gpu::decode {
 
 // Derived per-launch constants, computed once on the host.
 struct DecodeConsts {
-  int32_t head_blocks;  // ceil(group / 16): query heads of one kv head are served 16 at a time
+  int32_t row_blocks;   // decode_row_blocks(plan.decode_max_q, group): a row's (query, head) pairs of
+                        // one kv head, p = query * group + head, are served 16 at a time
   int32_t group;        // Hq / Hkv
   int32_t page_shift;   // log2(page_size) when it is a power of two, else -1
   int32_t page_mask;    // page_size - 1 (power of two only)
@@ -32,7 +34,7 @@ struct DecodeConsts {
 inline DecodeConsts make_consts(const AttentionCommon& a) {
   DecodeConsts c{};
   c.group = a.num_qo_heads / a.num_kv_heads;
-  c.head_blocks = (c.group + 15) / 16;
+  c.row_blocks = decode_row_blocks(a.plan.decode_max_q, c.group);
   c.page_shift = -1;
   c.page_mask = 0;
   if ((a.page_size & (a.page_size - 1)) == 0) {
@@ -49,23 +51,35 @@ inline DecodeConsts make_consts(const AttentionCommon& a) {
   return c;
 }
 
-// What one CTA needs to know about its (decode row, split).
+// What one CTA needs to know about its (decode row, split). Query i of the row's q_len
+// sits at position seq_len - q_len + i and sees keys up to it (causal among the row's new
+// tokens) and, with a window, from position - window_left.
 struct SplitView {
-  int32_t token;        // index of the row's single query token in q / out
+  int32_t token;        // index of the row's first query token in q / out
+  int32_t q_len;        // the row's query tokens (1 for a plain decode row)
   int32_t seq_len;
   int32_t key_begin;    // first key of this split
   int32_t key_end;      // one past its last key
-  int32_t visible_begin;// first key the query sees (window); earlier keys are masked
+  int32_t visible_begin;// first key the first query sees (window); earlier keys are masked
   int32_t num_splits;   // splits of this row: 1 means this CTA writes the final output
-  int32_t slot;         // arena slot of this split
+  int32_t slot;         // arena slot of this split's query 0 (query i: slot + i)
   const int32_t* pages; // the row's page list (kv_indices + kv_indptr[row])
 };
+
+// Keys [visible_begin(i), causal_end(i)) of query i of the split's row, clipped to the split.
+__device__ __forceinline__ int32_t query_key_end(const SplitView& v, int32_t i) {
+  return min(v.key_end, v.seq_len - v.q_len + i + 1);
+}
+__device__ __forceinline__ int32_t query_visible_begin(const SplitView& v, int32_t window_left, int32_t i) {
+  return window_left >= 0 ? max(0, v.seq_len - v.q_len + i - window_left) : 0;
+}
 
 // Fills `v` for one split of one decode row; false when there is none. Normal plans
 // launch (split, head, decode row) grids sized by the longest row: (x, z) = (split, row),
 // and CTAs past a shorter row's splits exit. Graph-safe plans launch over the bucket's
 // arena slots (x = slot, z = 0), whose row is found by a search of the split offsets;
-// CTAs past the step's slots exit. (The search costs a few dependent loads per CTA, which
+// CTAs past the step's slots exit, and so do those on a slot of query i > 0 (a row of q
+// tokens holds q slots per split, split-major: the CTA of query 0's slot serves all q). (The search costs a few dependent loads per CTA, which
 // is measurable on many short splits, so normal plans keep the direct grid.)
 __device__ __forceinline__ bool load_split_view(const AttentionCommon& a, int x, int z, SplitView& v) {
   const PlanView& plan = a.plan;
@@ -85,18 +99,27 @@ __device__ __forceinline__ bool load_split_view(const AttentionCommon& a, int x,
     d = lo;
     s = x - plan.decode_split_indptr[d];
   }
-  const int32_t first_slot = plan.decode_split_indptr[d];
-  const int32_t n = plan.decode_split_indptr[d + 1] - first_slot;
-  if (s >= n) return false;
   const int32_t row = plan.decode_rows[d];
+  v.token = plan.qo_indptr[row];
+  v.q_len = plan.qo_indptr[row + 1] - v.token;
+  const int32_t first_slot = plan.decode_split_indptr[d];
+  const int32_t slots = plan.decode_split_indptr[d + 1] - first_slot;
+  if (v.q_len == 1) {
+    v.num_splits = slots;
+  } else {
+    v.num_splits = slots / v.q_len;
+    if (plan.maybe_counts != nullptr) {  // x ran over slots: keep query 0's, as split s
+      if (s % v.q_len != 0) return false;
+      s /= v.q_len;
+    }
+  }
+  if (s >= v.num_splits) return false;
   v.seq_len = plan.seq_lens[row];
   const int32_t chunk = plan.decode_chunk_tokens[d];
   v.key_begin = plan.decode_kv_start[d] + s * chunk;
   v.key_end = min(v.key_begin + chunk, v.seq_len);
-  v.visible_begin = a.window_left >= 0 ? max(0, v.seq_len - 1 - a.window_left) : 0;
-  v.num_splits = n;
-  v.slot = first_slot + s;
-  v.token = plan.qo_indptr[row];
+  v.visible_begin = query_visible_begin(v, a.window_left, 0);
+  v.slot = first_slot + s * v.q_len;
   v.pages = a.kv_indices + plan.kv_indptr[row];
   return true;
 }
@@ -133,8 +156,8 @@ __device__ __forceinline__ void store_out4(OutT* dst, const float (&v)[4]) {
 }
 
 // Stage-2 merge: one warp per (decode row, q head) of rows with more than one
-// split. Reads the row's splits in order (so the result does not depend on the
-// launch), adds the sink once, writes out (q dtype) and lse.
+// split, over the row's query tokens. Reads the row's splits in order (so the result
+// does not depend on the launch), adds the sink once, writes out (q dtype) and lse.
 template <int D, typename OutT>
 __global__ void decode_merge_kernel(const DecodeParams p) {
   constexpr int kVec = D / kWarpSize;  // floats per lane
@@ -146,35 +169,40 @@ __global__ void decode_merge_kernel(const DecodeParams p) {
   const int Hq = a.num_qo_heads;
   if (item >= plan_count(a.plan, kCountDecodeRows, a.plan.num_decode_rows) * Hq) return;
   const int d = item / Hq, h = item % Hq;
+  const int row = a.plan.decode_rows[d];
+  const int token0 = a.plan.qo_indptr[row];
+  const int q_len = a.plan.qo_indptr[row + 1] - token0;
   const int first = a.plan.decode_split_indptr[d];
-  const int n = a.plan.decode_split_indptr[d + 1] - first;
+  const int n = (a.plan.decode_split_indptr[d + 1] - first) / q_len;
   if (n <= 1) return;  // stage 1 wrote this row directly
-  const int token = a.plan.qo_indptr[a.plan.decode_rows[d]];
-
-  // The splits' states (o normalised, lse natural log) merged as in common/softmax.cuh, in
-  // log2 units: state s has max lse_s log2 e and sum 1; the sink is one more state with o = 0.
   const float sink = a.maybe_sinks ? a.maybe_sinks[h] * kLog2e : -INFINITY;
-  float m = sink;
-  for (int s = 0; s < n; ++s) m = fmaxf(m, p.partial_lse[int64_t(first + s) * Hq + h] * kLog2e);
-  float acc[kVec];
+
+  for (int qi = 0; qi < q_len; ++qi) {
+    // Split s of query qi is slot first + s * q_len + qi. The splits' states (o normalised,
+    // lse natural log) merged as in common/softmax.cuh, in log2 units: state s has max
+    // lse_s log2 e and sum 1; the sink is one more state with o = 0.
+    auto slot = [&](int s) { return int64_t(first) + int64_t(s) * q_len + qi; };
+    float m = sink;
+    for (int s = 0; s < n; ++s) m = fmaxf(m, p.partial_lse[slot(s) * Hq + h] * kLog2e);
+    float acc[kVec];
 #pragma unroll
-  for (int i = 0; i < kVec; ++i) acc[i] = 0.0f;
-  float denom = 0.0f;
-  for (int s = 0; s < n; ++s) {
-    const float w = state_weight(p.partial_lse[int64_t(first + s) * Hq + h] * kLog2e, m);
-    denom += w;
-    const float* src = p.partial_out + (int64_t(first + s) * Hq + h) * D + lane * kVec;
+    for (int i = 0; i < kVec; ++i) acc[i] = 0.0f;
+    float denom = 0.0f;
+    for (int s = 0; s < n; ++s) {
+      const float w = state_weight(p.partial_lse[slot(s) * Hq + h] * kLog2e, m);
+      denom += w;
+      const float* src = p.partial_out + (slot(s) * Hq + h) * D + lane * kVec;
 #pragma unroll
-    for (int i = 0; i < kVec; ++i) acc[i] += w * src[i];
+      for (int i = 0; i < kVec; ++i) acc[i] += w * src[i];
+    }
+    denom += state_weight(sink, m);
+    const float inv = 1.0f / denom;
+    const int64_t token = token0 + qi;
+    OutT* dst = static_cast<OutT*>(a.out) + token * a.out_stride_token + int64_t(h) * a.out_stride_head + lane * kVec;
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) dst[i] = from_float<OutT>(acc[i] * inv);
+    if (a.maybe_lse != nullptr && lane == 0) a.maybe_lse[token * a.lse_stride_token + h] = state_lse(m, denom);
   }
-  denom += state_weight(sink, m);
-  const float inv = 1.0f / denom;
-  OutT* dst = static_cast<OutT*>(a.out) + int64_t(token) * a.out_stride_token +
-              int64_t(h) * a.out_stride_head + lane * kVec;
-#pragma unroll
-  for (int i = 0; i < kVec; ++i) dst[i] = from_float<OutT>(acc[i] * inv);
-  if (a.maybe_lse != nullptr && lane == 0)
-    a.maybe_lse[int64_t(token) * a.lse_stride_token + h] = state_lse(m, denom);
 }
 
 }  // namespace mixed_attn::gpu::decode

@@ -27,8 +27,10 @@ const char* launch_decode(const DecodeParams& p, void* stream) {
     return "decode: num_qo_heads must be a multiple of num_kv_heads";
   if (!graph && a.plan.num_decode_rows > 65535)  // grid z (graph-safe grids run over slots)
     return "decode: more than 65535 decode rows in one plan";
-  if (int64_t(a.num_kv_heads) * ((a.num_qo_heads / a.num_kv_heads + 15) / 16) > 65535)
-    return "decode: too many kv heads";
+  if (a.plan.decode_max_q < 1 || a.plan.decode_max_q > kDecodeMaxQueries)
+    return "decode: the plan's decode_max_q is out of range";
+  if (int64_t(a.num_kv_heads) * decode_row_blocks(a.plan.decode_max_q, a.num_qo_heads / a.num_kv_heads) > 65535)
+    return "decode: too many kv heads x (query, head) blocks";
   if ((graph ? a.plan.graph_max_partials > 1 : a.plan.max_splits > 1) &&
       (p.partial_out == nullptr || p.partial_lse == nullptr))
     return "decode: the plan splits rows but no arena (partial_out / partial_lse) was given";

@@ -1,6 +1,7 @@
 // Host side of the decode for one head dim: picks the stage-1 instantiation
-// (q dtype x cache dtype x group size), launches it over (split, kv head x head
-// block, decode row), then the merge for rows with more than one split.
+// (q dtype x cache dtype x rows per block), launches it over (split, kv head x
+// block of (query, head) pairs, decode row), then the merge for rows with more
+// than one split.
 // Included by one decode/instantiate_hd*.cu per head dim so the builds run in parallel.
 #pragma once
 #include "cuda/build_variants.h"
@@ -31,7 +32,8 @@ const char* launch_stage1_typed(const DecodeParams& p, const DecodeConsts& c, di
 #endif
 #if defined(MA_CUDA)
   if (!portable) {
-    const bool two_halves = c.group > 8;
+    // Both 8-row halves of the MMA when a block can hold more than 8 (query, head) pairs.
+    const bool two_halves = p.attn.plan.decode_max_q * c.group > 8;
 #if !defined(MA_NO_FP8)
     if (fp8) {
       using Tr = TcTraits<D, true>;
@@ -59,10 +61,10 @@ template <int D>
 const char* launch_decode_head_dim(const DecodeParams& p, bool portable, gpuStream_t stream) {
   const AttentionCommon& a = p.attn;
   const DecodeConsts c = make_consts(a);
-  // Normal plans: (split, (kv head, head block), decode row). Graph-safe plans: (arena slot of
-  // the bucket, (kv head, head block), 1); see load_split_view.
+  // Normal plans: (split, (kv head, pair block), decode row). Graph-safe plans: (arena slot of
+  // the bucket, (kv head, pair block), 1); see load_split_view.
   const bool graph = a.plan.maybe_counts != nullptr;
-  const int heads = a.num_kv_heads * c.head_blocks;
+  const int heads = a.num_kv_heads * c.row_blocks;
   if (graph && a.plan.graph_max_partials == 0) return nullptr;
   const dim3 grid = graph ? dim3(a.plan.graph_max_partials, heads, 1)
                           : dim3(a.plan.max_splits, heads, a.plan.num_decode_rows);

@@ -48,10 +48,9 @@ __global__ void __launch_bounds__(kPortableThreads)
   const AttentionCommon& a = p.attn;
   SplitView sv;
   if (!load_split_view(a, blockIdx.x, blockIdx.z, sv)) return;
-  const int kv_head = blockIdx.y / c.head_blocks;
-  const int head_block = blockIdx.y % c.head_blocks;
-  const int head0 = kv_head * c.group + head_block * 16;
-  const int rows = min(16, c.group - head_block * 16);
+  const int kv_head = blockIdx.y / c.row_blocks;
+  const int pair0 = (blockIdx.y % c.row_blocks) * 16;  // (query, head) pairs as the tensor-core kernel
+  const int rows = min(16, sv.q_len * c.group - pair0);
   const int tid = threadIdx.x;
   const CT* kc = static_cast<const CT*>(a.k_cache);
   const CT* vc = static_cast<const CT*>(a.v_cache);
@@ -59,17 +58,21 @@ __global__ void __launch_bounds__(kPortableThreads)
   const float v_scale = a.kv_dtype == DType::kFloat8E4M3 ? a.v_scale : 1.0f;
 
   for (int r = 0; r < rows; ++r) {
-    const int hq = head0 + r;
-    const QT* q = static_cast<const QT*>(a.q) + int64_t(sv.token) * a.q_stride_token +
-                  int64_t(hq) * a.q_stride_head;
+    const int qi = (pair0 + r) / c.group;
+    const int hq = kv_head * c.group + (pair0 + r) % c.group;
+    const int64_t token = sv.token + qi;
+    const int64_t slot = sv.slot + qi;
+    const int key_begin = max(sv.key_begin, query_visible_begin(sv, a.window_left, qi));
+    const int key_end = query_key_end(sv, qi);
+    const QT* q = static_cast<const QT*>(a.q) + token * a.q_stride_token + int64_t(hq) * a.q_stride_head;
     for (int d = tid; d < D; d += kPortableThreads) q_s[d] = to_float<QT>(q[d]);
     __syncthreads();
     float m = -INFINITY, l = 0.0f, acc[kDimsPerThread];
     for (int i = 0; i < kDimsPerThread; ++i) acc[i] = 0.0f;
-    for (int base = sv.key_begin; base < sv.key_end; base += kPortableThreads) {
+    for (int base = key_begin; base < key_end; base += kPortableThreads) {
       const int key = base + tid;
       float score = -INFINITY;
-      if (key < sv.key_end && key >= sv.visible_begin) {
+      if (key < key_end) {
         int slot;
         const int64_t page = page_of_key(sv, c, a.page_size, key, slot);
         const int64_t k_off = page * a.k_stride_page + slot * a.k_stride_slot + kv_head * a.k_stride_head;
@@ -88,7 +91,7 @@ __global__ void __launch_bounds__(kPortableThreads)
       const float sum = block_reduce<false>(pk, red);  // its barriers also publish p_s, *_off_s
       l = l * alpha + sum;
       m = m_new;
-      const int n = min(kPortableThreads, sv.key_end - base);
+      const int n = min(kPortableThreads, key_end - base);
       for (int i = 0; i < kDimsPerThread; ++i) {
         const int d = tid + i * kPortableThreads;
         if (d >= D) break;
@@ -106,18 +109,17 @@ __global__ void __launch_bounds__(kPortableThreads)
       const int d = tid + i * kPortableThreads;
       if (d >= D) break;
       if (final_out) {
-        QT* dst = static_cast<QT*>(a.out) + int64_t(sv.token) * a.out_stride_token +
-                  int64_t(hq) * a.out_stride_head;
+        QT* dst = static_cast<QT*>(a.out) + token * a.out_stride_token + int64_t(hq) * a.out_stride_head;
         dst[d] = from_float<QT>(f[0] * acc[i]);
       } else {
-        p.partial_out[(int64_t(sv.slot) * a.num_qo_heads + hq) * D + d] = f[0] * acc[i];
+        p.partial_out[(slot * a.num_qo_heads + hq) * D + d] = f[0] * acc[i];
       }
     }
     if (tid == 0) {
       if (final_out) {
-        if (a.maybe_lse) a.maybe_lse[int64_t(sv.token) * a.lse_stride_token + hq] = lse;
+        if (a.maybe_lse) a.maybe_lse[token * a.lse_stride_token + hq] = lse;
       } else {
-        p.partial_lse[int64_t(sv.slot) * a.num_qo_heads + hq] = lse;
+        p.partial_lse[slot * a.num_qo_heads + hq] = lse;
       }
     }
     __syncthreads();

@@ -1,7 +1,9 @@
 // Stage 1 of the split-KV decode on NVIDIA tensor cores (mma.sync m16n8k16).
 //
-// One CTA per (decode row, kv head, 16-head block of its query heads, split):
-// every KV byte of the split is read once for the whole GQA group. KV tiles of
+// One CTA per (decode row, kv head, block of 16 (query, head) pairs, split): the
+// M side of the MMA packs the row's queries x the GQA group (p = query * group +
+// head), so every KV byte of the split is read once per 16 pairs. Query i of a
+// row of q_len tokens (speculative verify) is causal among the row's own tokens. KV tiles of
 // kTileKeys keys stream through a kStages-deep cp.async ring in shared memory
 // (16-byte copies, page ids fetched one tile ahead so page size 1 costs no
 // extra round trip). Each warp owns 16 keys of every tile:
@@ -97,13 +99,27 @@ __global__ void __launch_bounds__(TcTraits<D, kFp8>::kThreads)
   const AttentionCommon& a = p.attn;
   SplitView sv;
   if (!load_split_view(a, blockIdx.x, blockIdx.z, sv)) return;
-  const int kv_head = blockIdx.y / c.head_blocks;
-  const int head_block = blockIdx.y % c.head_blocks;
-  const int head0 = kv_head * c.group + head_block * 16;  // first query head of this CTA
-  const int rows = min(16, c.group - head_block * 16);    // query heads of this CTA
+  const int kv_head = blockIdx.y / c.row_blocks;
+  const int pair0 = (blockIdx.y % c.row_blocks) * 16;  // first (query, head) pair of this CTA
+  const int rows = min(16, sv.q_len * c.group - pair0);  // pairs of this CTA
+  if (rows <= 0) return;                                  // a shorter row than the launch's longest
+  // MMA row r is pair pair0 + r: query (pair0 + r) / group, head kv_head * group + (pair0 + r) % group.
+  auto pair_query = [&](int r) { return (pair0 + r) / c.group; };
+  auto pair_head = [&](int r) { return kv_head * c.group + (pair0 + r) % c.group; };
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane >> 2, t4 = lane & 3;
+  // Keys each of this lane's two rows (g, g + 8) sees: [row_begin, row_end) (causal, window).
+  int row_begin[2], row_end[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int qi = min(pair_query(g + 8 * half), sv.q_len - 1);  // padded rows: the last query's keys
+    row_begin[half] = query_visible_begin(sv, a.window_left, qi);
+    row_end[half] = query_key_end(sv, qi);
+  }
+  // Keys every row of the CTA sees: tiles inside [all_begin, all_end) need no mask.
+  const int all_begin = query_visible_begin(sv, a.window_left, pair_query(rows - 1));
+  const int all_end = query_key_end(sv, pair_query(0));
 
   // ---- async copy machinery -------------------------------------------------
   const int num_tiles = (sv.key_end - sv.key_begin + Tr::kTileKeys - 1) / Tr::kTileKeys;
@@ -158,12 +174,12 @@ __global__ void __launch_bounds__(TcTraits<D, kFp8>::kThreads)
   // qf[cg][s][0] = rows g, k slots 2t..2t+1; [1] = k slots 2t+8..; [2],[3] rows g+8.
   uint32_t qf[Tr::kChunkGroups][Tr::kStepsPerChunk][4];
   {
-    const QT* q = static_cast<const QT*>(a.q) + int64_t(sv.token) * a.q_stride_token;
 #pragma unroll
     for (int half = 0; half < kHalves; ++half) {
       const int r = g + 8 * half;
       const bool valid = r < rows;
-      const QT* qrow = q + int64_t(head0 + (valid ? r : 0)) * a.q_stride_head;
+      const QT* qrow = static_cast<const QT*>(a.q) + int64_t(sv.token + pair_query(valid ? r : 0)) * a.q_stride_token +
+                       int64_t(pair_head(valid ? r : 0)) * a.q_stride_head;
 #pragma unroll
       for (int cg = 0; cg < Tr::kChunkGroups; ++cg) {
         const int d0 = cg * 4 * Tr::kElemsPerChunk + t4 * Tr::kElemsPerChunk;
@@ -268,8 +284,8 @@ __global__ void __launch_bounds__(TcTraits<D, kFp8>::kThreads)
       }
     }
 
-    // Scores in log2 units, masked outside [visible_begin, key_end).
-    const bool need_mask = tile_key0 < sv.visible_begin || tile_key0 + 16 > sv.key_end;
+    // Scores in log2 units, masked outside each row's [row_begin, row_end).
+    const bool need_mask = tile_key0 < all_begin || tile_key0 + 16 > all_end;
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
@@ -277,7 +293,7 @@ __global__ void __launch_bounds__(TcTraits<D, kFp8>::kThreads)
         float x = capped_score(s[nt][e], c);
         if (need_mask) {
           const int key = tile_key0 + nt * 8 + 2 * t4 + (e & 1);
-          if (key < sv.visible_begin || key >= sv.key_end) x = -INFINITY;
+          if (key < row_begin[e >> 1] || key >= row_end[e >> 1]) x = -INFINITY;
         }
         s[nt][e] = x;
       }
@@ -393,7 +409,9 @@ __global__ void __launch_bounds__(TcTraits<D, kFp8>::kThreads)
     const int r = item / (8 * kJGroups);
     const int n = (item / kJGroups) % 8;
     const int j0 = (item % kJGroups) * 4;
-    const int hq = head0 + r;
+    const int hq = pair_head(r);
+    const int64_t token = sv.token + pair_query(r);
+    const int64_t slot = sv.slot + pair_query(r);
     const float sink = final_out && a.maybe_sinks ? a.maybe_sinks[hq] * kLog2e : -INFINITY;
     float f[Tr::kWarps];
     float lse;
@@ -408,15 +426,13 @@ __global__ void __launch_bounds__(TcTraits<D, kFp8>::kThreads)
     }
     const int dcol = n * Tr::kDRun + j0;
     if (final_out) {
-      QT* dst = static_cast<QT*>(a.out) + int64_t(sv.token) * a.out_stride_token +
-                int64_t(hq) * a.out_stride_head + dcol;
+      QT* dst = static_cast<QT*>(a.out) + token * a.out_stride_token + int64_t(hq) * a.out_stride_head + dcol;
       store_out4<QT>(dst, v);
-      if (a.maybe_lse != nullptr && n == 0 && j0 == 0)
-        a.maybe_lse[int64_t(sv.token) * a.lse_stride_token + hq] = lse;
+      if (a.maybe_lse != nullptr && n == 0 && j0 == 0) a.maybe_lse[token * a.lse_stride_token + hq] = lse;
     } else {
-      float* dst = p.partial_out + (int64_t(sv.slot) * a.num_qo_heads + hq) * D + dcol;
+      float* dst = p.partial_out + (slot * a.num_qo_heads + hq) * D + dcol;
       *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
-      if (n == 0 && j0 == 0) p.partial_lse[int64_t(sv.slot) * a.num_qo_heads + hq] = lse;
+      if (n == 0 && j0 == 0) p.partial_lse[slot * a.num_qo_heads + hq] = lse;
     }
   }
 }
