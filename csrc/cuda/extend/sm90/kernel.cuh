@@ -236,12 +236,17 @@ template <int kRegs>
 __device__ __forceinline__ void regs_claim() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
 }
+// Waits until every cp.async this thread has issued has landed, in a commit group or not:
+// cp.async.wait_all is commit_group + wait_group 0 (wait_group alone skips uncommitted copies,
+// and this kernel commits none: its copies complete through cp.async.mbarrier.arrive.noinc).
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 // Barrier 1 among the producer warpgroup only (barrier 0 is __syncthreads).
 __device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
-// Barrier 2 among the consumer warpgroups only.
-template <int kConsumerThreads>
-__device__ __forceinline__ void consumer_sync() {
-  asm volatile("bar.sync 2, %0;\n" ::"n"(kConsumerThreads) : "memory");
+// Barrier 2, KV split rank 0: the producer and the consumer warpgroups together (kThreads, every
+// thread of the CTA, each role from its own branch) before rank 1 may write over Q and the ring.
+template <int kThreads>
+__device__ __forceinline__ void merge_sync() {
+  asm volatile("bar.sync 2, %0;\n" ::"n"(kThreads) : "memory");
 }
 // ---- thread-block cluster primitives (KV splits merged through distributed shared memory) ----
 // Every thread of every CTA of the cluster; orders the mbarrier inits before any remote arrive.
@@ -520,7 +525,14 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
         copy_tile(true);
       }
     }
-    cp_async_wait<0>();
+    // Drain this thread's copies (they complete through the full barriers; nothing is committed,
+    // so cp.async.wait_group 0 would wait for none of them). KV split, rank 0: rank 1 writes its
+    // partial over this CTA's Q + ring, the region these copies targeted; meet the consumers at
+    // the barrier that precedes the merge_go release, so that every copy there has completed by
+    // the issuing thread's own wait before rank 1 may write (docs/racecheck_sm90_kv_split.md:
+    // the full-barrier chain already orders them; this one is the form racecheck follows).
+    cp_async_wait_all();
+    if (kv_splits > 1 && split_rank == 0) merge_sync<Tr::kThreads>();
     return;
   }
 
@@ -723,8 +735,9 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
       constexpr int kPartialF4 = (kNTilesO + 1) * kConsumerThreads;
       float4* parked = reinterpret_cast<float4*>(smem_q);
       if (split_rank == 0) {
-        // Every consumer warp has finished its GEMMs (all copies landed): Q and ring are free.
-        consumer_sync<kConsumerThreads>();
+        // Every consumer warp has finished its GEMMs (all copies landed) and every producer
+        // thread has drained its cp.async (it waits here too): Q and ring are free.
+        merge_sync<Tr::kThreads>();
         if (ctid > 0 && ctid < kv_splits) mbar_arrive_remote(cluster_addr(merge_go, ctid));
         mbar_wait_cluster(merge_arrived, 0);
         for (int r = 1; r < kv_splits; ++r) {
