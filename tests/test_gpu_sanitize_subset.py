@@ -27,3 +27,20 @@ def test_sanitize_small_step(mode, page_size, kv_dtype, head_dim):
     out, lse, *_ = run_op(b, mode=mode, **opts)
     ro, rl, *_ = run_reference(b, **opts)
     assert_close_to_reference(out, lse, ro, rl, torch.bfloat16, loose=3.0 if kv_dtype else 1.0)
+
+
+@pytest.mark.parametrize("backend", ["tensor_core", "portable"])
+@pytest.mark.parametrize("page_size", [1, 16])
+@pytest.mark.parametrize("kv_dtype", [None, FP8], ids=["bf16", "fp8"])
+def test_sanitize_verify_rows(backend, page_size, kv_dtype):
+    # Decode-class rows of 2-16 tokens (speculative verify), split over several arena slots,
+    # next to one-token decodes and an extend row.
+    ext, pre = [3, 1, 16, 40, 7, 2], [500, 90, 0, 20, 1000, 3]
+    b = make_batch(ext, pre, num_qo_heads=16, num_kv_heads=2, head_dim=128, page_size=page_size,
+                   kv_dtype=kv_dtype, device="cuda", seed=page_size + 7)
+    sinks = torch.randn(16, device="cuda")
+    opts = dict(window_left=300, logit_cap=20.0, sinks=sinks)
+    out, lse, *_ = run_op(b, decode_max_q=16, decode_backend=backend, deterministic=True,
+                          fixed_split_tokens=128, **opts)
+    ro, rl, *_ = run_reference(b, **opts)
+    assert_close_to_reference(out, lse, ro, rl, torch.bfloat16, loose=3.0 if kv_dtype else 1.0)

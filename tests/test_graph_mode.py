@@ -262,6 +262,30 @@ def test_mixed_bucket_replays_after_replans(page, kernel):
 
 
 @needs_gpu
+@pytest.mark.parametrize("page", [1, 16])
+@pytest.mark.parametrize("backend", ["tensor_core", "portable"])
+def test_verify_bucket_replays_after_replans(page, backend):
+    # Speculative-verify steps (rows of 2-16 tokens on the decode kernels) in one captured bucket:
+    # the captured grid covers the bucket's slots and (query, head) blocks; replays with other
+    # row lengths, splits and orders.
+    pages = 16 * 12000 // page
+    e = Engine("cuda", 16, 2, 128, page, max_batch=16, max_tokens=256, max_pages=pages,
+               pool_pages=pages + 8, seed=6, decode_max_q=16, decode_backend=backend)
+    plans = [([4] * 4, [100, 200, 300, 50]), ([16, 1, 7, 2, 16], [11000, 5, 3000, 0, 60]),
+             ([1] * 8 + [3] * 8, [9000] * 8 + [20] * 8), ([40, 16, 2], [500, 8000, 10000]),
+             ([5], [0])]
+    st = e.step(*plans[0])
+    e.wrapper.plan(st["qo"], st["kvp"], st["seq"])
+    g = capture(e)
+    for ext, pre in plans[1:] + plans[:1]:
+        st = e.step(ext, pre)
+        e.wrapper.plan(st["qo"], st["kvp"], st["seq"])
+        g.replay()
+        torch.cuda.synchronize()
+        e.check(st)
+
+
+@needs_gpu
 def test_deterministic_replay_is_bitwise_an_eager_run():
     e = Engine("cuda", 8, 2, 128, 16, max_batch=16, max_tokens=400, max_pages=2048, pool_pages=2100,
                seed=3, deterministic=True, fixed_split_tokens=1024)
