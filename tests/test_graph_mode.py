@@ -171,8 +171,8 @@ def test_graph_bucket_arena_is_the_policy_bound():
     assert w.launch_policy["graph_max_partials"] == 256 + 33
     assert w.launch_policy["graph_max_tiles"] == 0
     assert w.partial_out.shape[0] == 289
-    # Verify rows of up to 8 tokens (group 4: 4 tokens fill one 16-row decode block): the 256
-    # decode tokens plus 4 * 33 extra slots.
+    # Verify rows of up to 8 tokens (group 4: 4 tokens fill one 16-pair block, and the CPU plan
+    # serves one block per CTA): the 256 decode tokens plus 4 * 33 extra slots.
     w = MixedAttention(32, 8, 128, 16, device="cpu", max_batch=256, max_tokens=256, cuda_graph=True,
                        max_extend_tokens=0, decode_max_q=8)
     assert w.launch_policy["graph_max_partials"] == 256 + 4 * 33

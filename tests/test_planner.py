@@ -46,9 +46,10 @@ def test_plan_invariants(seed, deterministic, decode_max_q):
     assert field(info, "magic") == MAGIC
     B = len(ext)
     # Partition: decode rows are exactly the rows of at most decode_max_q new tokens (the
-    # policy's default: 32 // group = 8 at group 4), each once, in row order.
+    # policy's default: the pairs of one 4-warp CTA, 64 // group = 16 at group 4), each once, in
+    # row order.
     dmq = field(info, "decode_max_q_policy")
-    assert dmq == (decode_max_q or 8)
+    assert dmq == (decode_max_q or 16)
     decode = [b for b in range(B) if ext[b] <= dmq]
     assert m["decode_rows"].tolist() == decode
     assert field(info, "num_extend_rows") == B - len(decode)
@@ -143,3 +144,34 @@ def test_plan_rejects_device_tensors_and_lists_work():
     if torch.cuda.is_available():
         with pytest.raises(ValueError, match="host"):
             w.plan(torch.tensor([0, 1, 4], device="cuda"), [0, 1, 2], [5, 10])
+
+
+@pytest.mark.parametrize("group,decode_max_q", [(4, 16), (4, 5), (8, 8), (1, 16), (32, 2)])
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_gpu_plans_of_verify_rows(group, decode_max_q, deterministic):
+    # Plans for a CUDA device (made on the host: the planner needs no GPU). The tensor-core
+    # decode serves up to 4 blocks of 16 (query, head) pairs per CTA; the graph bucket's bound on
+    # arena slots holds for random steps.
+    Hkv = 2
+    Hq = group * Hkv
+    cfg = make_config("cpu", 16, Hq, Hkv, 128, num_sms=132, device_kind=1, device_arch=90,
+                      decode_max_q=decode_max_q, deterministic=deterministic, fixed_split_tokens=2048,
+                      graph_safe=1, graph_max_rows=32, graph_max_tokens=512, graph_max_extend_tokens=512)
+    bound = torch.ops.mixed_attn.launch_policy(cfg)[7]
+    rng = random.Random(group * 100 + decode_max_q)
+    for _ in range(100):
+        B = rng.randint(1, 32)
+        ext = [rng.randint(1, decode_max_q) for _ in range(B)]
+        pre = [rng.choice([0, 7, 900, 5000, 30000]) for _ in range(B)]
+        seq = [e + p for e, p in zip(ext, pre)]
+        qo, kv = [0], [0]
+        for e, s in zip(ext, seq):
+            qo.append(qo[-1] + e)
+            kv.append(kv[-1] + (s + 15) // 16)
+        meta = torch.zeros(100000, dtype=torch.int32)
+        t = lambda x: torch.tensor(x, dtype=torch.int32)  # noqa: E731
+        info = torch.ops.mixed_attn.plan(t(qo), t(kv), t(seq), meta, cfg)
+        assert field(info, "num_decode_rows") == B and field(info, "num_partials") <= bound
+        blocks = field(info, "decode_cta_blocks")
+        need = -(-decode_max_q * group // 16)
+        assert blocks == min(4, 1 if need <= 1 else (2 if need <= 2 else 4))

@@ -119,16 +119,18 @@ std::string graph_bounds(const PlanConfig& cfg, const LaunchPolicy& policy, Grap
     } else if (cfg.deterministic) {
       g.max_partials = worst;  // fixed-size splits: no bound from the policy
     } else {
-      // The SM-aware chunk is at least W * Hkv / (target * b1), W = sum of keys_d * blocks(q_d),
-      // b1 = blocks(1) (plan_step), and n_d <= 1 + keys_d / chunk, so the slots sum_d q_d * n_d
-      // are at most T_dec + max_q ceil(q * b1 * target / (blocks(q) * Hkv)): T_dec + target / Hkv
+      // The SM-aware chunk is at least W * Hkv / (target * c1), W = sum of keys_d * ctas(q_d),
+      // c1 = ctas(1) (plan_step), and n_d <= 1 + keys_d / chunk, so the slots sum_d q_d * n_d
+      // are at most T_dec + max_q ceil(q * c1 * target / (ctas(q) * Hkv)): T_dec + target / Hkv
       // for one-token rows.
       const int64_t target = int64_t(cfg.device.num_sms) * cfg.ctas_per_sm;
       const int32_t group = cfg.num_qo_heads / cfg.num_kv_heads;
-      const int64_t b1 = decode_row_blocks(1, group);
+      const int m = decode_cta_blocks(int(dmq), group, cfg.head_dim, cfg.kv_fp8,
+                                      policy.decode_kernel == DecodeKernel::kTensorCore);
+      const int64_t c1 = decode_row_ctas(1, group, m);
       int64_t extra = 0;
       for (int32_t q = 1; q <= dmq; ++q)
-        extra = std::max(extra, ceil_div(q * b1 * target, int64_t(decode_row_blocks(q, group)) * cfg.num_kv_heads));
+        extra = std::max(extra, ceil_div(q * c1 * target, int64_t(decode_row_ctas(q, group, m)) * cfg.num_kv_heads));
       g.max_partials = std::min(worst, decode_tokens + extra);
     }
   }
@@ -189,7 +191,14 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   // covers whole pages and whole kernel tiles.
   const int64_t align = std::max<int64_t>(cfg.page_size, 64);
   const int32_t group = cfg.num_qo_heads / cfg.num_kv_heads;
-  const int64_t one_query_blocks = decode_row_blocks(1, group);
+  // The launch's bound on a decode row's queries (grid and kernel variant): the step's longest,
+  // or the policy's in graph-safe and deterministic plans, so that neither the captured geometry
+  // nor a row's kernel variant depends on the rest of the batch. It fixes the MMA blocks per CTA.
+  const int32_t launch_q = (cfg.graph_safe || cfg.deterministic) ? std::max(1, policy.decode_max_q)
+                                                                 : std::max(1, max_decode_q);
+  const int cta_blocks = decode_cta_blocks(launch_q, group, cfg.head_dim, cfg.kv_fp8,
+                                           policy.decode_kernel == DecodeKernel::kTensorCore);
+  const int64_t one_query_ctas = decode_row_ctas(1, group, cta_blocks);
   std::vector<int32_t> kv_start(Nd), chunk(Nd), split_indptr(Nd + 1, 0);
   // Keys weighted by the row's CTAs per (kv head, split) in units of a one-query row's,
   // so that the SM-aware chunk below fills the GPU with verify rows too.
@@ -198,9 +207,9 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     const int32_t b = decode_rows[d], seq = in.seq_lens[b], q = extend_len(b);
     kv_start[d] = decode_kv_start(seq, q, cfg.window_left, cfg.page_size);
     const int64_t keys = seq - kv_start[d];
-    total_keys += keys * decode_row_blocks(q, group);
+    total_keys += keys * decode_row_ctas(q, group, cta_blocks);
   }
-  total_keys = ceil_div(total_keys, one_query_blocks);
+  total_keys = ceil_div(total_keys, one_query_ctas);
   int64_t chunk_all;
   if (cfg.deterministic) {
     // Depends on the configuration alone, never on the batch.
@@ -220,6 +229,12 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     int64_t n = c <= INT32_MAX ? ceil_div32(int32_t(keys), int32_t(c)) : 1;
     if (!cfg.deterministic && n > cfg.max_splits_per_row) {
       c = round_up(ceil_div(keys, cfg.max_splits_per_row), align);
+      n = ceil_div(keys, c);
+    }
+    if (!cfg.deterministic && n > 1) {
+      // Equal splits: the same count, the keys shared out evenly (a short last split would
+      // leave its CTA's SM idle for most of the launch). Deterministic plans keep the fixed size.
+      c = round_up(ceil_div(keys, n), align);
       n = ceil_div(keys, c);
     }
     chunk[d] = int32_t(c);
@@ -341,11 +356,9 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   info[kPlanGraphMaxTokens] = cfg.graph_safe ? cfg.graph_max_tokens : 0;
   info[kPlanGraphMaxTiles] = cfg.graph_safe ? graph.max_tiles : 0;
   info[kPlanGraphMaxPartials] = cfg.graph_safe ? graph.max_partials : 0;
-  // Graph-safe and deterministic plans launch for the policy's bound, so that neither the
-  // captured geometry nor a row's kernel variant depends on the rest of the batch.
-  info[kPlanDecodeMaxQ] = (cfg.graph_safe || cfg.deterministic) ? std::max(1, policy.decode_max_q)
-                                                                 : std::max(1, max_decode_q);
+  info[kPlanDecodeMaxQ] = launch_q;
   info[kPlanDecodeMaxQPolicy] = policy.decode_max_q;
+  info[kPlanDecodeCtaBlocks] = cta_blocks;
 
   // 5. Fill the buffer (only now: a rejected plan writes nothing).
   int32_t* m = meta_out;
@@ -392,6 +405,7 @@ PlanView plan_view(const int64_t* info, const int32_t* meta) {
   v.extend_tma = int32_t(info[kPlanExtendTma]);
   v.decode_kernel = int32_t(info[kPlanDecodeKernel]);
   v.decode_max_q = int32_t(info[kPlanDecodeMaxQ]);
+  v.decode_cta_blocks = int32_t(info[kPlanDecodeCtaBlocks]);
   const bool graph = info[kPlanGraphSafe] != 0;
   v.maybe_counts = graph ? meta + info[kPlanOffCounts] : nullptr;
   v.graph_max_rows = int32_t(info[kPlanGraphMaxRows]);
@@ -422,7 +436,7 @@ const char* const* plan_info_field_names() {
       "head_dim", "window_left", "deterministic", "max_q_len", "max_seq_len", "extend_kernel",
       "extend_block_rows", "extend_kv_splits", "extend_tma", "decode_kernel", "off_counts", "kv_fp8", "graph_safe",
       "graph_max_rows", "graph_max_tokens", "graph_max_tiles", "graph_max_partials", "decode_max_q",
-      "decode_max_q_policy", nullptr};
+      "decode_max_q_policy", "decode_cta_blocks", nullptr};
   return names;
 }
 

@@ -20,8 +20,8 @@ namespace mixed_attn::gpu::decode {
 
 // Derived per-launch constants, computed once on the host.
 struct DecodeConsts {
-  int32_t row_blocks;   // decode_row_blocks(plan.decode_max_q, group): a row's (query, head) pairs of
-                        // one kv head, p = query * group + head, are served 16 at a time
+  int32_t row_blocks;   // CTAs per (decode row, kv head, split): a row's (query, head) pairs of one kv
+                        // head, p = query * group + head, are served 16 * plan.decode_cta_blocks a CTA
   int32_t group;        // Hq / Hkv
   int32_t page_shift;   // log2(page_size) when it is a power of two, else -1
   int32_t page_mask;    // page_size - 1 (power of two only)
@@ -34,7 +34,7 @@ struct DecodeConsts {
 inline DecodeConsts make_consts(const AttentionCommon& a) {
   DecodeConsts c{};
   c.group = a.num_qo_heads / a.num_kv_heads;
-  c.row_blocks = decode_row_blocks(a.plan.decode_max_q, c.group);
+  c.row_blocks = decode_row_ctas(a.plan.decode_max_q, c.group, a.plan.decode_cta_blocks);
   c.page_shift = -1;
   c.page_mask = 0;
   if ((a.page_size & (a.page_size - 1)) == 0) {

@@ -29,7 +29,10 @@ const char* launch_decode(const DecodeParams& p, void* stream) {
     return "decode: more than 65535 decode rows in one plan";
   if (a.plan.decode_max_q < 1 || a.plan.decode_max_q > kDecodeMaxQueries)
     return "decode: the plan's decode_max_q is out of range";
-  if (int64_t(a.num_kv_heads) * decode_row_blocks(a.plan.decode_max_q, a.num_qo_heads / a.num_kv_heads) > 65535)
+  if (a.plan.decode_cta_blocks != 1 && a.plan.decode_cta_blocks != 2 && a.plan.decode_cta_blocks != 4)
+    return "decode: the plan's blocks per CTA must be 1, 2 or 4";
+  if (int64_t(a.num_kv_heads) * decode_row_ctas(a.plan.decode_max_q, a.num_qo_heads / a.num_kv_heads,
+                                                a.plan.decode_cta_blocks) > 65535)
     return "decode: too many kv heads x (query, head) blocks";
   if ((graph ? a.plan.graph_max_partials > 1 : a.plan.max_splits > 1) &&
       (p.partial_out == nullptr || p.partial_lse == nullptr))

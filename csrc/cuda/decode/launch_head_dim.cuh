@@ -23,6 +23,32 @@ const char* launch_stage1(int smem_bytes, int threads, dim3 grid, const DecodePa
   return nullptr;
 }
 
+#if defined(MA_CUDA)
+template <int D, typename QT, bool kFp8, int kBlocks, bool kTwoHalves>
+const char* launch_tc_variant(dim3 grid, const DecodeParams& p, const DecodeConsts& c, gpuStream_t stream) {
+  using Tr = TcTraits<D, kFp8, kBlocks>;
+  return launch_stage1<decode_split_tc_kernel<D, QT, kFp8, kTwoHalves, kBlocks>>(Tr::kSmemBytes, Tr::kThreads, grid,
+                                                                                   p, c, stream);
+}
+
+template <int D, typename QT, bool kFp8>
+const char* launch_tc(int blocks, bool two_halves, dim3 grid, const DecodeParams& p, const DecodeConsts& c,
+                      gpuStream_t stream) {
+  constexpr int kMaxBlocks = TcTraits<D, kFp8>::kWarps;  // one block per warp at most
+  if (blocks > kMaxBlocks) return "decode: the plan's blocks per CTA exceed this head dim's warps";
+  switch (blocks) {
+    case 1:
+      return two_halves ? launch_tc_variant<D, QT, kFp8, 1, true>(grid, p, c, stream)
+                        : launch_tc_variant<D, QT, kFp8, 1, false>(grid, p, c, stream);
+    case 2: return launch_tc_variant<D, QT, kFp8, 2, true>(grid, p, c, stream);
+    case 4:
+      if constexpr (kMaxBlocks >= 4) return launch_tc_variant<D, QT, kFp8, 4, true>(grid, p, c, stream);
+      [[fallthrough]];
+    default: return "decode: the plan's blocks per CTA must be 1, 2 or 4";
+  }
+}
+#endif
+
 template <int D, typename QT>
 const char* launch_stage1_typed(const DecodeParams& p, const DecodeConsts& c, dim3 grid,
                                 bool portable, gpuStream_t stream) {
@@ -32,20 +58,14 @@ const char* launch_stage1_typed(const DecodeParams& p, const DecodeConsts& c, di
 #endif
 #if defined(MA_CUDA)
   if (!portable) {
-    // Both 8-row halves of the MMA when a block can hold more than 8 (query, head) pairs.
+    // Both 8-row halves of the MMA when a block can hold more than 8 (query, head) pairs; the
+    // plan's blocks per CTA (decode_cta_blocks) pick the rest.
     const bool two_halves = p.attn.plan.decode_max_q * c.group > 8;
+    const int blocks = p.attn.plan.decode_cta_blocks;
 #if !defined(MA_NO_FP8)
-    if (fp8) {
-      using Tr = TcTraits<D, true>;
-      return two_halves
-                 ? launch_stage1<decode_split_tc_kernel<D, QT, true, true>>(Tr::kSmemBytes, Tr::kThreads, grid, p, c, stream)
-                 : launch_stage1<decode_split_tc_kernel<D, QT, true, false>>(Tr::kSmemBytes, Tr::kThreads, grid, p, c, stream);
-    }
+    if (fp8) return launch_tc<D, QT, true>(blocks, two_halves, grid, p, c, stream);
 #endif
-    using Tr = TcTraits<D, false>;
-    return two_halves
-               ? launch_stage1<decode_split_tc_kernel<D, QT, false, true>>(Tr::kSmemBytes, Tr::kThreads, grid, p, c, stream)
-               : launch_stage1<decode_split_tc_kernel<D, QT, false, false>>(Tr::kSmemBytes, Tr::kThreads, grid, p, c, stream);
+    return launch_tc<D, QT, false>(blocks, two_halves, grid, p, c, stream);
   }
 #else
   (void)portable;

@@ -49,8 +49,9 @@ __global__ void __launch_bounds__(kPortableThreads)
   SplitView sv;
   if (!load_split_view(a, blockIdx.x, blockIdx.z, sv)) return;
   const int kv_head = blockIdx.y / c.row_blocks;
-  const int pair0 = (blockIdx.y % c.row_blocks) * 16;  // (query, head) pairs as the tensor-core kernel
-  const int rows = min(16, sv.q_len * c.group - pair0);
+  const int cta_rows = 16 * a.plan.decode_cta_blocks;  // (query, head) pairs as the tensor-core kernel
+  const int pair0 = (blockIdx.y % c.row_blocks) * cta_rows;
+  const int rows = min(cta_rows, sv.q_len * c.group - pair0);
   const int tid = threadIdx.x;
   const CT* kc = static_cast<const CT*>(a.k_cache);
   const CT* vc = static_cast<const CT*>(a.v_cache);

@@ -41,7 +41,7 @@
 
 namespace mixed_attn::gpu::decode {
 
-template <int D, bool kFp8>
+template <int D, bool kFp8, int kBlocks = 1>
 struct TcTraits {
   static constexpr int kElem = kFp8 ? 1 : 2;              // bytes per cache element
   static constexpr int kRowBytes = D * kElem;             // one key of one kv head
@@ -50,14 +50,20 @@ struct TcTraits {
   // CTAs/SM) measured best on the H200 (benchmarks/RESULTS.md). D=256 bf16 uses
   // 2 warps so that a 3-stage ring still fits 2 CTAs per SM.
   static constexpr int kWarps = kChunks >= 32 ? 2 : MA_DECODE_WARPS;
+  static_assert(MA_DECODE_WARPS != 4 || kWarps == decode_tc_warps(D, kFp8), "the planner's warp count");
   static constexpr int kThreads = kWarps * 32;
+  // kBlocks MMA blocks of 16 (query, head) pairs per CTA; kBlockWarps warps share each block's
+  // keys (kBlocks = 1: every warp owns 16 keys of each tile, as the plain decode).
+  static_assert(kBlocks == 1 || kBlocks == 2 || kBlocks == 4, "1, 2 or 4 blocks per CTA");
+  static_assert(kBlocks <= kWarps, "at most one block per warp");
+  static constexpr int kBlockWarps = kWarps / kBlocks;
   static constexpr int kTileKeys = 16 * kWarps;
   static constexpr int kStageBytes = 2 * kTileKeys * kRowBytes;  // K rows then V rows
   // D=256 keeps the Q fragments in shared memory (registers hold O instead).
   static constexpr bool kQInSmem = D >= 256;
   static constexpr int kQFragBytes = (D / 16) * 4 * 4 * 32;  // k-steps x 4 words x 32 lanes
-  static constexpr int kStagesFit =
-      (MA_DECODE_RING_KB * 1024 - (kQInSmem ? kQFragBytes : 0)) / kStageBytes;
+  static constexpr int kQSmemBytes = kQInSmem ? kBlocks * kQFragBytes : 0;  // one set per block
+  static constexpr int kStagesFit = (MA_DECODE_RING_KB * 1024 - kQSmemBytes) / kStageBytes;
   static constexpr int kStages = kStagesFit < 3 ? 3 : (kStagesFit > 8 ? 8 : kStagesFit);
   static constexpr int kRowStep = kThreads / kChunks;             // rows between a thread's copies
   static constexpr int kRowsPerThread = kTileKeys / kRowStep;     // copies per thread per tensor
@@ -69,7 +75,7 @@ struct TcTraits {
   static constexpr int kCombineFloats = kWarps * 2 * 8 * D;       // per-warp O fragments
   static constexpr int kRingBytes =
       (kStages * kStageBytes > kCombineFloats * 4) ? kStages * kStageBytes : kCombineFloats * 4;
-  static constexpr int kSmemBytes = kRingBytes + (kQInSmem ? kQFragBytes : 0);
+  static constexpr int kSmemBytes = kRingBytes + kQSmemBytes;
   static_assert(kChunks >= 4 && kThreads % kChunks == 0, "unsupported head_dim / dtype");
   static_assert(kTileKeys % kRowStep == 0, "tile rows must split evenly across threads");
 };
@@ -86,12 +92,13 @@ __device__ __forceinline__ int swizzle(int r) {
   else return 0;  // 64-byte rows (D=64 fp8): two rows share a bank line, no swizzle
 }
 
-template <int D, typename QT, bool kFp8, bool kTwoHalves>
-__global__ void __launch_bounds__(TcTraits<D, kFp8>::kThreads)
+template <int D, typename QT, bool kFp8, bool kTwoHalves, int kBlocks>
+__global__ void __launch_bounds__(TcTraits<D, kFp8, kBlocks>::kThreads)
     decode_split_tc_kernel(const DecodeParams p, const DecodeConsts c) {
-  using Tr = TcTraits<D, kFp8>;
+  using Tr = TcTraits<D, kFp8, kBlocks>;
   using MT = std::conditional_t<kFp8, ma_half, QT>;  // MMA operand type
-  constexpr int kHalves = kTwoHalves ? 2 : 1;        // 8-head halves of the 16-row MMA in use
+  constexpr int kHalves = kTwoHalves ? 2 : 1;        // 8-row halves of the 16-row MMA in use
+  static_assert(kBlocks == 1 || kTwoHalves, "several blocks per CTA fill both halves");
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float part_m[Tr::kWarps][16];
   __shared__ float part_l[Tr::kWarps][16];
@@ -100,26 +107,31 @@ __global__ void __launch_bounds__(TcTraits<D, kFp8>::kThreads)
   SplitView sv;
   if (!load_split_view(a, blockIdx.x, blockIdx.z, sv)) return;
   const int kv_head = blockIdx.y / c.row_blocks;
-  const int pair0 = (blockIdx.y % c.row_blocks) * 16;  // first (query, head) pair of this CTA
-  const int rows = min(16, sv.q_len * c.group - pair0);  // pairs of this CTA
-  if (rows <= 0) return;                                  // a shorter row than the launch's longest
-  // MMA row r is pair pair0 + r: query (pair0 + r) / group, head kv_head * group + (pair0 + r) % group.
+  const int pair0 = (blockIdx.y % c.row_blocks) * (16 * kBlocks);  // first (query, head) pair of this CTA
+  const int rows = min(16 * kBlocks, sv.q_len * c.group - pair0);  // pairs of this CTA
+  if (rows <= 0) return;                                            // a shorter row than the launch's longest
+  // CTA row r is pair pair0 + r: query (pair0 + r) / group, head kv_head * group + (pair0 + r) % group.
   auto pair_query = [&](int r) { return (pair0 + r) / c.group; };
   auto pair_head = [&](int r) { return kv_head * c.group + (pair0 + r) % c.group; };
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane >> 2, t4 = lane & 3;
+  // This warp's block (CTA rows 16 * block ..) and its share of each tile's keys: 16-key groups
+  // key_group, key_group + kBlockWarps, ...
+  const int block = warp / Tr::kBlockWarps, key_group = warp % Tr::kBlockWarps;
+  const int block_row0 = 16 * block;
+  const int block_rows = min(16, rows - block_row0);  // <= 0: a padding block, no work
   // Keys each of this lane's two rows (g, g + 8) sees: [row_begin, row_end) (causal, window).
   int row_begin[2], row_end[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    const int qi = min(pair_query(g + 8 * half), sv.q_len - 1);  // padded rows: the last query's keys
+    const int qi = min(pair_query(block_row0 + g + 8 * half), sv.q_len - 1);  // padded rows: the last query's
     row_begin[half] = query_visible_begin(sv, a.window_left, qi);
     row_end[half] = query_key_end(sv, qi);
   }
-  // Keys every row of the CTA sees: tiles inside [all_begin, all_end) need no mask.
-  const int all_begin = query_visible_begin(sv, a.window_left, pair_query(rows - 1));
-  const int all_end = query_key_end(sv, pair_query(0));
+  // Keys every row of the block sees: tiles inside [all_begin, all_end) need no mask.
+  const int all_begin = query_visible_begin(sv, a.window_left, pair_query(block_row0 + max(block_rows, 1) - 1));
+  const int all_end = query_key_end(sv, pair_query(block_row0));
 
   // ---- async copy machinery -------------------------------------------------
   const int num_tiles = (sv.key_end - sv.key_begin + Tr::kTileKeys - 1) / Tr::kTileKeys;
@@ -176,7 +188,7 @@ __global__ void __launch_bounds__(TcTraits<D, kFp8>::kThreads)
   {
 #pragma unroll
     for (int half = 0; half < kHalves; ++half) {
-      const int r = g + 8 * half;
+      const int r = block_row0 + g + 8 * half;
       const bool valid = r < rows;
       const QT* qrow = static_cast<const QT*>(a.q) + int64_t(sv.token + pair_query(valid ? r : 0)) * a.q_stride_token +
                        int64_t(pair_head(valid ? r : 0)) * a.q_stride_head;
@@ -210,9 +222,10 @@ __global__ void __launch_bounds__(TcTraits<D, kFp8>::kThreads)
     }
   }
 
-  uint4* q_smem = reinterpret_cast<uint4*>(smem + Tr::kRingBytes);  // [cg][step][lane]
+  // [block][cg][step][lane]: each block's fragments, written by the block's first warp.
+  uint4* q_smem = reinterpret_cast<uint4*>(smem + Tr::kRingBytes) + block * (Tr::kQFragBytes / 16);
   if constexpr (Tr::kQInSmem) {
-    if (warp == 0) {
+    if (key_group == 0) {
 #pragma unroll
       for (int cg = 0; cg < Tr::kChunkGroups; ++cg)
 #pragma unroll
@@ -229,7 +242,6 @@ __global__ void __launch_bounds__(TcTraits<D, kFp8>::kThreads)
   float m_run[2] = {-INFINITY, -INFINITY};  // running max per half (log2 units)
   float l_run[2] = {0.0f, 0.0f};            // this lane's share of the running sum
 
-  const int warp_row0 = warp * 16;
   for (int tile = 0; tile < num_tiles; ++tile) {
     cp_async_wait<Tr::kStages - 2>();
     __syncthreads();  // tile is visible to all; the buffer of tile-1 is free
@@ -241,144 +253,150 @@ __global__ void __launch_bounds__(TcTraits<D, kFp8>::kThreads)
 
     const unsigned char* kbuf = smem + (tile % Tr::kStages) * Tr::kStageBytes;
     const unsigned char* vbuf = kbuf + Tr::kTileKeys * Tr::kRowBytes;
-    const int tile_key0 = sv.key_begin + tile * Tr::kTileKeys + warp_row0;
-    if (tile_key0 >= sv.key_end) continue;  // this warp's 16 keys are all past the split
+    // This warp's 16-key groups of the tile (kBlocks of them: the tile's 16 * kWarps keys
+    // are shared among the kBlockWarps warps of each block).
+#pragma unroll
+    for (int jg = 0; jg < kBlocks; ++jg) {
+      const int warp_row0 = 16 * (key_group + jg * Tr::kBlockWarps);
+      const int tile_key0 = sv.key_begin + tile * Tr::kTileKeys + warp_row0;
+      if (block_rows <= 0 || tile_key0 >= sv.key_end) continue;  // a padding block, or past the split
 
-    // S = Q K^T for the warp's 16 keys (two n8 tiles of 8 keys).
-    float s[2][4];
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-    const unsigned char* krow[2] = {kbuf + (warp_row0 + g) * Tr::kRowBytes,
-                                    kbuf + (warp_row0 + 8 + g) * Tr::kRowBytes};
-    const int ksw[2] = {swizzle<Tr::kChunks>(warp_row0 + g), swizzle<Tr::kChunks>(warp_row0 + 8 + g)};
-#pragma unroll
-    for (int cg = 0; cg < Tr::kChunkGroups; ++cg) {
-      uint32_t qa[Tr::kStepsPerChunk][4];
-#pragma unroll
-      for (int st = 0; st < Tr::kStepsPerChunk; ++st) {
-        if constexpr (Tr::kQInSmem) {
-          const uint4 v = q_smem[(cg * Tr::kStepsPerChunk + st) * 32 + lane];
-          qa[st][0] = v.x; qa[st][1] = v.y; qa[st][2] = v.z; qa[st][3] = v.w;
-        } else {
-          qa[st][0] = qf[cg][st][0]; qa[st][1] = qf[cg][st][1];
-          qa[st][2] = qf[cg][st][2]; qa[st][3] = qf[cg][st][3];
-        }
-        if constexpr (!kTwoHalves) qa[st][2] = qa[st][3] = 0u;
-      }
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        union { uint4 v; uint32_t w[4]; } kw;
-        kw.v = *reinterpret_cast<const uint4*>(krow[nt] + (((cg * 4 + t4) ^ ksw[nt]) << 4));
-#pragma unroll
+      // S = Q K^T for the warp's 16 keys (two n8 tiles of 8 keys).
+      float s[2][4];
+  #pragma unroll
+      for (int nt = 0; nt < 2; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+      const unsigned char* krow[2] = {kbuf + (warp_row0 + g) * Tr::kRowBytes,
+                                      kbuf + (warp_row0 + 8 + g) * Tr::kRowBytes};
+      const int ksw[2] = {swizzle<Tr::kChunks>(warp_row0 + g), swizzle<Tr::kChunks>(warp_row0 + 8 + g)};
+  #pragma unroll
+      for (int cg = 0; cg < Tr::kChunkGroups; ++cg) {
+        uint32_t qa[Tr::kStepsPerChunk][4];
+  #pragma unroll
         for (int st = 0; st < Tr::kStepsPerChunk; ++st) {
-          uint32_t b0, b1;
-          if constexpr (kFp8) {
-            b0 = e4m3x2_to_half2(kw.w[st]);
-            b1 = e4m3x2_to_half2(kw.w[st] >> 16);
+          if constexpr (Tr::kQInSmem) {
+            const uint4 v = q_smem[(cg * Tr::kStepsPerChunk + st) * 32 + lane];
+            qa[st][0] = v.x; qa[st][1] = v.y; qa[st][2] = v.z; qa[st][3] = v.w;
           } else {
-            b0 = kw.w[2 * st];
-            b1 = kw.w[2 * st + 1];
+            qa[st][0] = qf[cg][st][0]; qa[st][1] = qf[cg][st][1];
+            qa[st][2] = qf[cg][st][2]; qa[st][3] = qf[cg][st][3];
           }
-          mma_16816<MT>(s[nt], qa[st][0], qa[st][2], qa[st][1], qa[st][3], b0, b1);
+          if constexpr (!kTwoHalves) qa[st][2] = qa[st][3] = 0u;
+        }
+  #pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          union { uint4 v; uint32_t w[4]; } kw;
+          kw.v = *reinterpret_cast<const uint4*>(krow[nt] + (((cg * 4 + t4) ^ ksw[nt]) << 4));
+  #pragma unroll
+          for (int st = 0; st < Tr::kStepsPerChunk; ++st) {
+            uint32_t b0, b1;
+            if constexpr (kFp8) {
+              b0 = e4m3x2_to_half2(kw.w[st]);
+              b1 = e4m3x2_to_half2(kw.w[st] >> 16);
+            } else {
+              b0 = kw.w[2 * st];
+              b1 = kw.w[2 * st + 1];
+            }
+            mma_16816<MT>(s[nt], qa[st][0], qa[st][2], qa[st][1], qa[st][3], b0, b1);
+          }
         }
       }
-    }
 
-    // Scores in log2 units, masked outside each row's [row_begin, row_end).
-    const bool need_mask = tile_key0 < all_begin || tile_key0 + 16 > all_end;
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = capped_score(s[nt][e], c);
-        if (need_mask) {
-          const int key = tile_key0 + nt * 8 + 2 * t4 + (e & 1);
-          if (key < row_begin[e >> 1] || key >= row_end[e >> 1]) x = -INFINITY;
+      // Scores in log2 units, masked outside each row's [row_begin, row_end).
+      const bool need_mask = tile_key0 < all_begin || tile_key0 + 16 > all_end;
+  #pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+  #pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float x = capped_score(s[nt][e], c);
+          if (need_mask) {
+            const int key = tile_key0 + nt * 8 + 2 * t4 + (e & 1);
+            if (key < row_begin[e >> 1] || key >= row_end[e >> 1]) x = -INFINITY;
+          }
+          s[nt][e] = x;
         }
-        s[nt][e] = x;
-      }
 
-    // Online softmax per half (rows g and g + 8; the S accumulators are in the mma.sync C
-    // layout). Scores are already in log2 units: multiplier 1.
-    float alpha[2];
-    online_softmax_step<extend_detail::AccLayoutMma16816, kHalves>(s, m_run, l_run, alpha, 1.0f);
-#pragma unroll
-    for (int j = 0; j < Tr::kDRun; ++j) {
-      o[j][0] *= alpha[0];
-      o[j][1] *= alpha[0];
-      if constexpr (kTwoHalves) {
-        o[j][2] *= alpha[1];
-        o[j][3] *= alpha[1];
+      // Online softmax per half (rows g and g + 8; the S accumulators are in the mma.sync C
+      // layout). Scores are already in log2 units: multiplier 1.
+      float alpha[2];
+      online_softmax_step<extend_detail::AccLayoutMma16816, kHalves>(s, m_run, l_run, alpha, 1.0f);
+  #pragma unroll
+      for (int j = 0; j < Tr::kDRun; ++j) {
+        o[j][0] *= alpha[0];
+        o[j][1] *= alpha[0];
+        if constexpr (kTwoHalves) {
+          o[j][2] *= alpha[1];
+          o[j][3] *= alpha[1];
+        }
       }
-    }
-    const uint32_t pa0 = MmaType<MT>::pack(s[0][0], s[0][1]);
-    const uint32_t pa2 = MmaType<MT>::pack(s[1][0], s[1][1]);
-    const uint32_t pa1 = kTwoHalves ? MmaType<MT>::pack(s[0][2], s[0][3]) : 0u;
-    const uint32_t pa3 = kTwoHalves ? MmaType<MT>::pack(s[1][2], s[1][3]) : 0u;
+      const uint32_t pa0 = MmaType<MT>::pack(s[0][0], s[0][1]);
+      const uint32_t pa2 = MmaType<MT>::pack(s[1][0], s[1][1]);
+      const uint32_t pa1 = kTwoHalves ? MmaType<MT>::pack(s[0][2], s[0][3]) : 0u;
+      const uint32_t pa3 = kTwoHalves ? MmaType<MT>::pack(s[1][2], s[1][3]) : 0u;
 
-    // O += P V. This lane's V rows are keys 2t, 2t+1, 2t+8, 2t+9 of the warp's
-    // 16; its columns are d = g * D/8 + j of output tile j.
-    const unsigned char* vrow[4];
-    int vsw[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int r = warp_row0 + 2 * t4 + (i & 1) + 8 * (i >> 1);
-      vrow[i] = vbuf + r * Tr::kRowBytes;
-      vsw[i] = swizzle<Tr::kChunks>(r);
-    }
-    if constexpr (Tr::kVBytes >= 16) {
-#pragma unroll
-      for (int h = 0; h < Tr::kVBytes / 16; ++h) {
-        const int chunk = g * (Tr::kVBytes / 16) + h;
-        union { uint4 v; uint32_t w[4]; } x[4];
-#pragma unroll
+      // O += P V. This lane's V rows are keys 2t, 2t+1, 2t+8, 2t+9 of the warp's
+      // 16; its columns are d = g * D/8 + j of output tile j.
+      const unsigned char* vrow[4];
+      int vsw[4];
+  #pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = warp_row0 + 2 * t4 + (i & 1) + 8 * (i >> 1);
+        vrow[i] = vbuf + r * Tr::kRowBytes;
+        vsw[i] = swizzle<Tr::kChunks>(r);
+      }
+      if constexpr (Tr::kVBytes >= 16) {
+  #pragma unroll
+        for (int h = 0; h < Tr::kVBytes / 16; ++h) {
+          const int chunk = g * (Tr::kVBytes / 16) + h;
+          union { uint4 v; uint32_t w[4]; } x[4];
+  #pragma unroll
+          for (int i = 0; i < 4; ++i)
+            x[i].v = *reinterpret_cast<const uint4*>(vrow[i] + ((chunk ^ vsw[i]) << 4));
+  #pragma unroll
+          for (int w = 0; w < 4; ++w) {
+            if constexpr (kFp8) {
+              const int j = 16 * h + 4 * w;
+              const uint32_t lo01 = __byte_perm(x[0].w[w], x[1].w[w], 0x5140);
+              const uint32_t lo23 = __byte_perm(x[2].w[w], x[3].w[w], 0x5140);
+              const uint32_t hi01 = __byte_perm(x[0].w[w], x[1].w[w], 0x7362);
+              const uint32_t hi23 = __byte_perm(x[2].w[w], x[3].w[w], 0x7362);
+              mma_16816<MT>(o[j + 0], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01), e4m3x2_to_half2(lo23));
+              mma_16816<MT>(o[j + 1], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01 >> 16),
+                            e4m3x2_to_half2(lo23 >> 16));
+              mma_16816<MT>(o[j + 2], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01), e4m3x2_to_half2(hi23));
+              mma_16816<MT>(o[j + 3], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01 >> 16),
+                            e4m3x2_to_half2(hi23 >> 16));
+            } else {
+              const int j = 8 * h + 2 * w;
+              mma_16816<MT>(o[j], pa0, pa1, pa2, pa3, __byte_perm(x[0].w[w], x[1].w[w], 0x5410),
+                            __byte_perm(x[2].w[w], x[3].w[w], 0x5410));
+              mma_16816<MT>(o[j + 1], pa0, pa1, pa2, pa3, __byte_perm(x[0].w[w], x[1].w[w], 0x7632),
+                            __byte_perm(x[2].w[w], x[3].w[w], 0x7632));
+            }
+          }
+        }
+      } else {
+        // 8 bytes per V row (D=64 fp8): d run of 8 elements.
+        static_assert(Tr::kVBytes == 8 && kFp8, "unexpected V run");
+        union { uint2 v; uint32_t w[2]; } x[4];
+  #pragma unroll
         for (int i = 0; i < 4; ++i)
-          x[i].v = *reinterpret_cast<const uint4*>(vrow[i] + ((chunk ^ vsw[i]) << 4));
-#pragma unroll
-        for (int w = 0; w < 4; ++w) {
-          if constexpr (kFp8) {
-            const int j = 16 * h + 4 * w;
-            const uint32_t lo01 = __byte_perm(x[0].w[w], x[1].w[w], 0x5140);
-            const uint32_t lo23 = __byte_perm(x[2].w[w], x[3].w[w], 0x5140);
-            const uint32_t hi01 = __byte_perm(x[0].w[w], x[1].w[w], 0x7362);
-            const uint32_t hi23 = __byte_perm(x[2].w[w], x[3].w[w], 0x7362);
-            mma_16816<MT>(o[j + 0], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01), e4m3x2_to_half2(lo23));
-            mma_16816<MT>(o[j + 1], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01 >> 16),
-                          e4m3x2_to_half2(lo23 >> 16));
-            mma_16816<MT>(o[j + 2], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01), e4m3x2_to_half2(hi23));
-            mma_16816<MT>(o[j + 3], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01 >> 16),
-                          e4m3x2_to_half2(hi23 >> 16));
-          } else {
-            const int j = 8 * h + 2 * w;
-            mma_16816<MT>(o[j], pa0, pa1, pa2, pa3, __byte_perm(x[0].w[w], x[1].w[w], 0x5410),
-                          __byte_perm(x[2].w[w], x[3].w[w], 0x5410));
-            mma_16816<MT>(o[j + 1], pa0, pa1, pa2, pa3, __byte_perm(x[0].w[w], x[1].w[w], 0x7632),
-                          __byte_perm(x[2].w[w], x[3].w[w], 0x7632));
-          }
+          x[i].v = *reinterpret_cast<const uint2*>(vrow[i] + (((g >> 1) ^ vsw[i]) << 4) + (g & 1) * 8);
+  #pragma unroll
+        for (int w = 0; w < 2; ++w) {
+          const int j = 4 * w;
+          const uint32_t lo01 = __byte_perm(x[0].w[w], x[1].w[w], 0x5140);
+          const uint32_t lo23 = __byte_perm(x[2].w[w], x[3].w[w], 0x5140);
+          const uint32_t hi01 = __byte_perm(x[0].w[w], x[1].w[w], 0x7362);
+          const uint32_t hi23 = __byte_perm(x[2].w[w], x[3].w[w], 0x7362);
+          mma_16816<MT>(o[j + 0], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01), e4m3x2_to_half2(lo23));
+          mma_16816<MT>(o[j + 1], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01 >> 16),
+                        e4m3x2_to_half2(lo23 >> 16));
+          mma_16816<MT>(o[j + 2], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01), e4m3x2_to_half2(hi23));
+          mma_16816<MT>(o[j + 3], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01 >> 16),
+                        e4m3x2_to_half2(hi23 >> 16));
         }
       }
-    } else {
-      // 8 bytes per V row (D=64 fp8): d run of 8 elements.
-      static_assert(Tr::kVBytes == 8 && kFp8, "unexpected V run");
-      union { uint2 v; uint32_t w[2]; } x[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        x[i].v = *reinterpret_cast<const uint2*>(vrow[i] + (((g >> 1) ^ vsw[i]) << 4) + (g & 1) * 8);
-#pragma unroll
-      for (int w = 0; w < 2; ++w) {
-        const int j = 4 * w;
-        const uint32_t lo01 = __byte_perm(x[0].w[w], x[1].w[w], 0x5140);
-        const uint32_t lo23 = __byte_perm(x[2].w[w], x[3].w[w], 0x5140);
-        const uint32_t hi01 = __byte_perm(x[0].w[w], x[1].w[w], 0x7362);
-        const uint32_t hi23 = __byte_perm(x[2].w[w], x[3].w[w], 0x7362);
-        mma_16816<MT>(o[j + 0], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01), e4m3x2_to_half2(lo23));
-        mma_16816<MT>(o[j + 1], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01 >> 16),
-                      e4m3x2_to_half2(lo23 >> 16));
-        mma_16816<MT>(o[j + 2], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01), e4m3x2_to_half2(hi23));
-        mma_16816<MT>(o[j + 3], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01 >> 16),
-                      e4m3x2_to_half2(hi23 >> 16));
-      }
-    }
+    }  // this warp's key groups
   }
 
   // ---- combine the warps --------------------------------------------------------
@@ -413,14 +431,16 @@ __global__ void __launch_bounds__(TcTraits<D, kFp8>::kThreads)
     const int64_t token = sv.token + pair_query(r);
     const int64_t slot = sv.slot + pair_query(r);
     const float sink = final_out && a.maybe_sinks ? a.maybe_sinks[hq] * kLog2e : -INFINITY;
-    float f[Tr::kWarps];
+    // The states of row r are those of the kBlockWarps warps of its block.
+    const int w0 = (r / 16) * Tr::kBlockWarps, rr = r % 16;
+    float f[Tr::kBlockWarps];
     float lse;
-    combine_parts<Tr::kWarps>(&part_m[0][r], &part_l[0][r], 16, final_out, sink, v_scale, f, lse);
+    combine_parts<Tr::kBlockWarps>(&part_m[w0][rr], &part_l[w0][rr], 16, final_out, sink, v_scale, f, lse);
     float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    const int src_lane = 4 * (r & 7) + (n >> 1);
+    const int src_lane = 4 * (rr & 7) + (n >> 1);
 #pragma unroll
-    for (int w = 0; w < Tr::kWarps; ++w) {
-      const float* wf = frag + (w * 2 + (r >> 3)) * 8 * D;
+    for (int w = 0; w < Tr::kBlockWarps; ++w) {
+      const float* wf = frag + ((w0 + w) * 2 + (rr >> 3)) * 8 * D;
 #pragma unroll
       for (int i = 0; i < 4; ++i) v[i] += f[w] * wf[((j0 + i) * 32 + src_lane) * 2 + (n & 1)];
     }

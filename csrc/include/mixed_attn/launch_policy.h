@@ -67,6 +67,7 @@ struct LaunchPolicy {
   bool extend_tma = false;          // sm_90a: interior K/V tiles by TMA, else cp.async
   DecodeKernel decode_kernel = DecodeKernel::kHost;
   int32_t decode_max_q = 1;         // rows of up to this many new tokens go to the split-KV decode
+                                    // (default: as many as one CTA's blocks hold, benchmarks/RESULTS.md)
 };
 
 // Largest divisor of the GQA group that fits in `rows`: the q heads packed
@@ -100,17 +101,31 @@ MA_HOST_DEVICE constexpr int extend_sm90_block_rows(int head_dim) {
 constexpr int kSm90MaxKvSplits = 2;
 // Decode-class rows: a row of q new tokens (speculative verify, q >= 2) runs on the split-KV
 // decode kernels when q <= the policy's decode_max_q: its q x group (query, head) pairs are
-// packed into 16-row MMA blocks, every block reads the split's K/V, causal among the row's own
-// new tokens. Beyond kDecodeMaxQueries a row goes to the extend kernel always.
+// packed into 16-row MMA blocks, causal among the row's own new tokens. Beyond
+// kDecodeMaxQueries a row goes to the extend kernel always.
 constexpr int kDecodeMaxQueries = 16;
-// (query, head) pairs of one kv head per decode CTA: the MMA's M.
+// (query, head) pairs of one kv head per MMA block (the M of mma.sync m16n8k16).
 constexpr int kDecodeBlockRows = 16;
-// Default decode_max_q: the largest q whose q x group pairs fill at most this many decode
-// blocks' rows (benchmarks/RESULTS.md, verify batches: past it the extend kernel's wide tiles
-// are the better use of each K/V read).
-constexpr int kDecodeDefaultMaxRows = 32;
 MA_HOST_DEVICE inline int decode_row_blocks(int q_len, int group) {
   return (q_len * group + kDecodeBlockRows - 1) / kDecodeBlockRows;
+}
+// Warps of the tensor-core stage 1 (its traits read this): 4, or 2 where a 3-stage ring of
+// 256-wide bf16 rows must still fit 2 CTAs per SM.
+MA_HOST_DEVICE constexpr int decode_tc_warps(int head_dim, bool kv_fp8) {
+  return head_dim * (kv_fp8 ? 1 : 2) / 16 >= 32 ? 2 : 4;
+}
+// MMA blocks one tensor-core CTA serves (1, 2 or 4: its warps split between the blocks, so each
+// K/V tile is read once for all of them): enough for the longest decode row of the launch, at
+// most one block per warp. The portable stage 1 serves one block per CTA.
+MA_HOST_DEVICE inline int decode_cta_blocks(int max_q, int group, int head_dim, bool kv_fp8, bool tensor_core) {
+  if (!tensor_core) return 1;
+  const int need = decode_row_blocks(max_q, group), warps = decode_tc_warps(head_dim, kv_fp8);
+  const int m = need <= 1 ? 1 : (need <= 2 ? 2 : 4);
+  return m < warps ? m : warps;
+}
+// CTAs per (decode row, kv head, split) for a row of q tokens.
+MA_HOST_DEVICE inline int decode_row_ctas(int q_len, int group, int cta_blocks) {
+  return (decode_row_blocks(q_len, group) + cta_blocks - 1) / cta_blocks;
 }
 // Query tokens per tile of the CPU implementation (it has no tile shape; any works).
 constexpr int kHostTileTokens = 16;

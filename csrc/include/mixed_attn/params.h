@@ -58,6 +58,7 @@ struct PlanView {
   int32_t extend_tma;                  // 1: interior K/V tiles by TMA (sm_90a)
   int32_t decode_kernel;               // DecodeKernel
   int32_t decode_max_q;                // no decode row of the launch has more query tokens (>= 1)
+  int32_t decode_cta_blocks;           // 16-pair MMA blocks per decode CTA (1, 2 or 4)
   // Graph-safe plans (MixedAttention(cuda_graph=True)): the launch geometry is the bucket's,
   // fixed when the wrapper is built; kernels read the step's counts from maybe_counts and
   // CTAs past them exit. Null (and the graph_* fields 0) otherwise: counts are the ints above.

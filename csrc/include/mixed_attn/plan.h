@@ -141,6 +141,7 @@ enum PlanInfoField : int32_t {
                            // graph-safe and deterministic plans (a launch shape that never depends
                            // on the batch)
   kPlanDecodeMaxQPolicy,   // the policy's decode_max_q: rows of up to this many tokens are decode rows
+  kPlanDecodeCtaBlocks,    // 16-pair MMA blocks one decode CTA serves (decode_cta_blocks)
   kPlanNumFields
 };
 constexpr int64_t kPlanMagicValue = 0x6d69786564;  // "mixed"
