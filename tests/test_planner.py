@@ -46,10 +46,9 @@ def test_plan_invariants(seed, deterministic, decode_max_q):
     assert field(info, "magic") == MAGIC
     B = len(ext)
     # Partition: decode rows are exactly the rows of at most decode_max_q new tokens (the
-    # policy's default: the pairs of one 4-warp CTA, 64 // group = 16 at group 4), each once, in
-    # row order.
+    # policy's default: 32 (query, head) pairs, 32 // group = 8 at group 4), each once, in row order.
     dmq = field(info, "decode_max_q_policy")
-    assert dmq == (decode_max_q or 16)
+    assert dmq == (decode_max_q or 8)
     decode = [b for b in range(B) if ext[b] <= dmq]
     assert m["decode_rows"].tolist() == decode
     assert field(info, "num_extend_rows") == B - len(decode)

@@ -129,16 +129,16 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
     p.decode_kernel = dwant == DecodeKernel::kPortable ? DecodeKernel::kPortable : DecodeKernel::kTensorCore;
   }
 
-  // Decode-class rows: by default those whose (query, head) pairs fit one tensor-core CTA's
-  // blocks (its K/V reads then serve every query of the row; past that the extend kernel's
-  // wide tiles measured faster, benchmarks/RESULTS.md "verify"). The portable and host kernels
-  // take the same rows (one classification for every path).
+  // Decode-class rows: by default those of at most kDecodeDefaultPairs (query, head) pairs (two
+  // MMA blocks, one tensor-core CTA reading each K/V tile once for all of them); at four blocks
+  // the extend kernel's wide tiles measured faster (benchmarks/RESULTS.md, "verify rows"). The
+  // portable and host kernels take the same rows (one classification for every path).
   if (req.decode_max_q < 0 || req.decode_max_q > kDecodeMaxQueries)
     return cat("decode_max_q must be in [1, ", kDecodeMaxQueries, "] (0: the policy's), got ", req.decode_max_q);
   if (req.decode_max_q > 0) {
     p.decode_max_q = req.decode_max_q;
   } else {
-    const int q = kDecodeBlockRows * decode_tc_warps(head_dim, kv_fp8) / group_size;
+    const int q = kDecodeDefaultPairs / group_size;
     p.decode_max_q = q < 1 ? 1 : (q > kDecodeMaxQueries ? kDecodeMaxQueries : q);
   }
   *out = p;

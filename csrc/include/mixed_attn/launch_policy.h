@@ -67,7 +67,7 @@ struct LaunchPolicy {
   bool extend_tma = false;          // sm_90a: interior K/V tiles by TMA, else cp.async
   DecodeKernel decode_kernel = DecodeKernel::kHost;
   int32_t decode_max_q = 1;         // rows of up to this many new tokens go to the split-KV decode
-                                    // (default: as many as one CTA's blocks hold, benchmarks/RESULTS.md)
+                                    // (default: kDecodeDefaultPairs / group, benchmarks/RESULTS.md)
 };
 
 // Largest divisor of the GQA group that fits in `rows`: the q heads packed
@@ -106,6 +106,8 @@ constexpr int kSm90MaxKvSplits = 2;
 constexpr int kDecodeMaxQueries = 16;
 // (query, head) pairs of one kv head per MMA block (the M of mma.sync m16n8k16).
 constexpr int kDecodeBlockRows = 16;
+// The default decode_max_q: rows of at most this many (query, head) pairs are decode-class.
+constexpr int kDecodeDefaultPairs = 32;
 MA_HOST_DEVICE inline int decode_row_blocks(int q_len, int group) {
   return (q_len * group + kDecodeBlockRows - 1) / kDecodeBlockRows;
 }
