@@ -2,8 +2,8 @@
 # One device call on the GPU machine: build in place, run the GPU tests, a compute-sanitizer
 # subset and the benchmarks, writing every log under $OUT. Usage:
 #   bash scripts/gpu_check.sh [STEPS]      STEPS: comma list of build,tests,sanitize,racecheck,
-#                                          bench,decode_bench,extend_bench,graph_bench,extend_sweep,
-#                                          replay,transformers
+#                                          bench,decode_bench,extend_bench,graph_bench,plan_bench,
+#                                          extend_sweep,replay,transformers
 #                                          (default: build,tests,sanitize,bench,replay)
 # PYTEST_ARGS narrows the tests (e.g. "-k decode"; default: all but the source-compile tests, which
 # CI runs and which take a minute of device time); BENCH_ARGS is passed to bench_mixed.py;
@@ -63,6 +63,12 @@ for kernel in decode extend graph; do
     tail -25 "$OUT/bench_${kernel}.log"
   fi
 done
+if has plan_bench && [ -f benchmarks/bench_plan_host.py ]; then
+  # MixedAttention.plan() host cost per step (issue 12: <= 10 us at 1 and 256 rows), with its parts.
+  timeout ${PLAN_BENCH_TIMEOUT:-240} python3 benchmarks/bench_plan_host.py --device cuda --breakdown \
+    ${PLAN_BENCH_ARGS:-} --markdown "$OUT/bench_plan_host.md" > "$OUT/bench_plan_host.log" 2>&1 || status=1
+  cat "$OUT/bench_plan_host.log"
+fi
 if has extend_sweep; then
   # Needs the extension built (the test module imports mixed_attn).
   mkdir -p "$OUT/sweep"

@@ -12,6 +12,7 @@ BENCH_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benc
 sys.path.insert(0, BENCH_DIR)
 
 import bench_mixed  # noqa: E402
+import bench_plan_host  # noqa: E402
 import common  # noqa: E402
 import serve_replay  # noqa: E402
 
@@ -97,3 +98,12 @@ def test_page_allocator_and_scheduler_accounting():
     tr = serve_replay.make_trace("poisson", 20, 100.0, cfg, seed=3)
     assert all(10 <= p <= 60 and 2 <= o <= 9 for _, p, o in tr)
     assert all(x[0] <= y[0] for x, y in zip(tr, tr[1:]))
+
+
+def test_bench_plan_host_quick_cpu(tmp_path, capsys):
+    md = tmp_path / "plan.md"
+    assert bench_plan_host.main(["--device", "cpu", "--calls", "20", "--breakdown",
+                                 "--markdown", str(md)]) == 0
+    lines = md.read_text().splitlines()
+    assert lines[0].startswith("| wrapper | step | wrapper µs |") and len(lines) == 2 + 2 * 4
+    assert all(float(x) > 0 for line in lines[2:] for x in line.strip("|").split("|")[2:])

@@ -61,11 +61,19 @@ std::string check_config(const PlanConfig& c) {
   return {};
 }
 
-std::string check_inputs(const PlanConfig& c, const PlanInputs& in) {
+// An invalid row (the conditions check_inputs names); branch-free, for plan_step's row loop.
+inline bool bad_row(int64_t ext, int64_t seq, int64_t pages, int32_t page_size) {
+  return (ext < 1) | (seq < ext) | (pages < 0) | (pages * page_size < seq);
+}
+
+// rows = false: the batch-level checks only (plan_step checks the rows in its own row loop, with
+// bad_row, and calls this again for the error).
+std::string check_inputs(const PlanConfig& c, const PlanInputs& in, bool rows = true) {
   const int32_t B = in.num_rows;
   if (B < 1) return cat("qo_indptr: the batch must have at least one row, got ", B);
   if (in.qo_indptr[0] != 0) return cat("qo_indptr[0] must be 0, got ", in.qo_indptr[0]);
   if (in.kv_indptr[0] < 0) return cat("kv_indptr[0] must be >= 0, got ", in.kv_indptr[0]);
+  if (!rows) return {};
   for (int32_t b = 0; b < B; ++b) {
     const int64_t ext = int64_t(in.qo_indptr[b + 1]) - in.qo_indptr[b];
     if (ext < 1)
@@ -76,10 +84,10 @@ std::string check_inputs(const PlanConfig& c, const PlanInputs& in) {
       return cat("seq_lens[", b, "] = ", seq, " is smaller than the row's extend_len ", ext);
     const int64_t pages = int64_t(in.kv_indptr[b + 1]) - in.kv_indptr[b];
     if (pages < 0) return cat("kv_indptr must be non-decreasing: row ", b, " has ", pages, " pages");
-    const int64_t need = ceil_div32(int32_t(seq), c.page_size);
-    if (pages < need)
+    // pages < ceil(seq / page_size), without a division per row (seq >= 1 here)
+    if (pages * c.page_size < seq)
       return cat("kv_indptr: row ", b, " has ", pages, " pages but seq_len ", seq,
-                 " needs ", need, " at page_size ", c.page_size);
+                 " needs ", ceil_div32(int32_t(seq), c.page_size), " at page_size ", c.page_size);
   }
   return {};
 }
@@ -89,6 +97,26 @@ std::string check_inputs(const PlanConfig& c, const PlanInputs& in) {
 // max_splits_per_row and shares the keys out evenly (a short last split would leave its CTA's SM
 // idle for most of the launch).
 int64_t row_splits(int64_t keys, int64_t chunk, int64_t align, const PlanConfig& cfg, int64_t* row_chunk) {
+  if (keys <= chunk) {  // keys >= 1: one split (most rows of a large batch), no division
+    *row_chunk = chunk;
+    return 1;
+  }
+  if (chunk <= INT32_MAX && keys <= INT32_MAX - align) {
+    // The same steps in 32-bit divisions (several times cheaper): every value stays below
+    // keys + align.
+    const int32_t k = int32_t(keys), a = int32_t(align);
+    int32_t c = int32_t(chunk), n = ceil_div32(k, c);
+    if (!cfg.deterministic && n > cfg.max_splits_per_row) {
+      c = ceil_div32(ceil_div32(k, cfg.max_splits_per_row), a) * a;
+      n = ceil_div32(k, c);
+    }
+    if (!cfg.deterministic && n > 1) {
+      c = ceil_div32(ceil_div32(k, n), a) * a;
+      n = ceil_div32(k, c);
+    }
+    *row_chunk = c;
+    return n;
+  }
   int64_t c = chunk;
   int64_t n = c <= INT32_MAX ? ceil_div32(int32_t(keys), int32_t(c)) : 1;
   if (!cfg.deterministic && n > cfg.max_splits_per_row) {
@@ -170,41 +198,82 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   PlanResult r;
   LaunchPolicy policy;
   if (std::string e = config_launch_policy(cfg, &policy); !e.empty()) { r.error = e; return r; }
-  if (std::string e = check_inputs(cfg, in); !e.empty()) { r.error = e; return r; }
+  if (std::string e = check_inputs(cfg, in, /*rows=*/false); !e.empty()) { r.error = e; return r; }
   GraphBounds graph;
   if (cfg.graph_safe) {
-    if (std::string e = graph_bounds(cfg, policy, &graph); !e.empty()) { r.error = e; return r; }
+    // The rows are checked in step 1 below; an invalid row is still the error reported first.
+    auto failed_graph = [&](std::string e) -> PlanResult& {
+      std::string row = check_inputs(cfg, in);
+      return failed(r, row.empty() ? std::move(e) : std::move(row));
+    };
+    if (std::string e = graph_bounds(cfg, policy, &graph); !e.empty()) return failed_graph(e);
     if (in.num_rows > cfg.graph_max_rows)
-      return failed(r, cat("the step has ", in.num_rows, " rows, over the graph bucket's max_batch = ",
-                           cfg.graph_max_rows));
+      return failed_graph(cat("the step has ", in.num_rows, " rows, over the graph bucket's max_batch = ",
+                              cfg.graph_max_rows));
     if (cfg.graph_max_kv_pages > 0 && in.kv_indptr[in.num_rows] > cfg.graph_max_kv_pages)
-      return failed(r, cat("the step needs ", in.kv_indptr[in.num_rows], " page ids but the captured run()'s ",
-                           "kv_indices holds ", cfg.graph_max_kv_pages, ": a replay would read past it (capture ",
-                           "with a kv_indices buffer of the bucket's largest page count)"));
+      return failed_graph(cat("the step needs ", in.kv_indptr[in.num_rows], " page ids but the captured run()'s ",
+                              "kv_indices holds ", cfg.graph_max_kv_pages, ": a replay would read past it (capture ",
+                              "with a kv_indices buffer of the bucket's largest page count)"));
     if (in.qo_indptr[in.num_rows] > cfg.graph_max_tokens)
-      return failed(r, cat("the step has ", in.qo_indptr[in.num_rows],
-                           " tokens, over the graph bucket's max_tokens = ", cfg.graph_max_tokens));
+      return failed_graph(cat("the step has ", in.qo_indptr[in.num_rows],
+                              " tokens, over the graph bucket's max_tokens = ", cfg.graph_max_tokens));
   }
 
   const int32_t B = in.num_rows;
   const bool split = cfg.mode == DispatchMode::kSplit;
   auto extend_len = [&](int32_t b) { return in.qo_indptr[b + 1] - in.qo_indptr[b]; };
 
+  // Per-thread scratch, reused across calls: no heap allocation per plan once warm.
+  struct Tile { int32_t row, q_start; };
+  struct Scratch {
+    std::vector<int32_t> decode_rows, extend_rows, kv_start, chunk, split_indptr;
+    std::vector<Tile> tiles;
+    std::vector<uint64_t> tile_order;
+  };
+  thread_local Scratch scratch;  // one thread-local lookup
+  std::vector<int32_t>& decode_rows = scratch.decode_rows;
+  std::vector<int32_t>& extend_rows = scratch.extend_rows;
+  std::vector<int32_t>& kv_start = scratch.kv_start;
+  std::vector<int32_t>& chunk = scratch.chunk;
+  std::vector<int32_t>& split_indptr = scratch.split_indptr;
+  std::vector<Tile>& tiles = scratch.tiles;
+  std::vector<uint64_t>& tile_order = scratch.tile_order;
+
   // 1. Partition. Any row order works: kernels index rows through these lists. A row of
   // at most decode_max_q new tokens is a decode row (the policy's threshold; 0 in fold mode).
-  std::vector<int32_t> decode_rows, extend_rows;
-  decode_rows.reserve(B);
-  int32_t max_decode_q = 0;
+  // The same pass checks the rows (an invalid one: check_inputs names it, before anything is
+  // written), finds each decode row's first key and key count (in chunk[], until step 2 writes
+  // the chunk there), and the longest rows.
+  decode_rows.resize(B);
+  extend_rows.resize(B);
+  kv_start.resize(B);
+  chunk.resize(B);
+  int64_t Nd = 0, Ne = 0, sum_keys = 0, max_keys = 0;
+  int32_t max_decode_q = 0, max_q = 0, max_seq = 0;
+  bool bad = false;
   for (int32_t b = 0; b < B; ++b) {
-    const int32_t q = extend_len(b);
+    const int64_t ext64 = int64_t(in.qo_indptr[b + 1]) - in.qo_indptr[b];
+    const int32_t q = int32_t(ext64), seq = in.seq_lens[b];
+    bad |= bad_row(ext64, seq, int64_t(in.kv_indptr[b + 1]) - in.kv_indptr[b], cfg.page_size);
+    max_q = std::max(max_q, q);
+    max_seq = std::max(max_seq, seq);
     if (split && q <= policy.decode_max_q) {
-      decode_rows.push_back(b);
       max_decode_q = std::max(max_decode_q, q);
+      const int32_t start = decode_kv_start(seq, q, cfg.window_left, cfg.page_size);
+      const int64_t keys = int64_t(seq) - start;  // in int32 for a valid row
+      kv_start[Nd] = start;
+      chunk[Nd] = int32_t(keys);
+      sum_keys += keys;
+      max_keys = std::max(max_keys, keys);
+      decode_rows[Nd++] = b;
     } else {
-      extend_rows.push_back(b);
+      extend_rows[Ne++] = b;
     }
   }
-  const int64_t Nd = int64_t(decode_rows.size());
+  if (bad) return failed(r, check_inputs(cfg, in));
+  decode_rows.resize(Nd);
+  extend_rows.resize(Ne);
+  kv_start.resize(Nd);
 
   // 2. Split counts. Splits start on multiples of `align` keys so that a split
   // covers whole pages and whole kernel tiles.
@@ -218,18 +287,19 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   const int cta_blocks = decode_cta_blocks(launch_q, group, cfg.head_dim, cfg.kv_fp8,
                                            policy.decode_kernel == DecodeKernel::kTensorCore);
   const int64_t one_query_ctas = decode_row_ctas(1, group, cta_blocks);
-  std::vector<int32_t> kv_start(Nd), chunk(Nd), split_indptr(Nd + 1, 0);
+  chunk.resize(Nd);  // the key counts of step 1
+  split_indptr.resize(Nd + 1);
+  split_indptr[0] = 0;
   // Keys weighted by the row's CTAs per (kv head, split) in units of a one-query row's,
-  // so that the SM-aware chunk below fills the GPU with verify rows too.
-  int64_t total_keys = 0, max_keys = 0;
-  for (int64_t d = 0; d < Nd; ++d) {
-    const int32_t b = decode_rows[d], seq = in.seq_lens[b], q = extend_len(b);
-    kv_start[d] = decode_kv_start(seq, q, cfg.window_left, cfg.page_size);
-    const int64_t keys = seq - kv_start[d];
-    total_keys += keys * decode_row_ctas(q, group, cta_blocks);
-    max_keys = std::max(max_keys, keys);
+  // so that the SM-aware chunk below fills the GPU with verify rows too (one-query rows only:
+  // the plain sum).
+  int64_t total_keys = sum_keys;
+  if (max_decode_q > 1) {
+    total_keys = 0;
+    for (int64_t d = 0; d < Nd; ++d)
+      total_keys += int64_t(chunk[d]) * decode_row_ctas(extend_len(decode_rows[d]), group, cta_blocks);
+    total_keys = ceil_div(total_keys, one_query_ctas);
   }
-  total_keys = ceil_div(total_keys, one_query_ctas);
   int64_t chunk_all;
   if (cfg.deterministic) {
     // Depends on the configuration alone, never on the batch.
@@ -250,9 +320,10 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
         const int64_t c = round_up(chunk_all * num / 2, align);
         int64_t ctas = 0, longest = 0, row_chunk;
         for (int64_t d = 0; d < Nd; ++d) {
-          const int64_t keys = int64_t(in.seq_lens[decode_rows[d]]) - kv_start[d];
+          const int64_t keys = chunk[d];  // the key counts of step 1
           const int64_t n = row_splits(keys, c, align, cfg, &row_chunk);
-          ctas += n * decode_row_ctas(extend_len(decode_rows[d]), group, cta_blocks);
+          ctas += n * (max_decode_q <= 1 ? one_query_ctas
+                                         : decode_row_ctas(extend_len(decode_rows[d]), group, cta_blocks));
           longest = std::max(longest, std::min(keys, row_chunk));
         }
         const int64_t cost = ceil_div(ctas * cfg.num_kv_heads, std::max<int64_t>(1, target_ctas)) * longest;
@@ -265,7 +336,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   int32_t max_splits = 0;
   for (int64_t d = 0; d < Nd; ++d) {
     const int32_t q = extend_len(decode_rows[d]);
-    const int64_t keys = int64_t(in.seq_lens[decode_rows[d]]) - kv_start[d];
+    const int64_t keys = chunk[d];
     int64_t c;
     const int64_t n = row_splits(keys, chunk_all, align, cfg, &c);
     chunk[d] = int32_t(c);
@@ -281,19 +352,21 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
 
   // 3. Extend work list: (row, q_start) tiles, costliest first so the longest
   // tiles start early and the tail of the launch is short.
-  struct Tile { int32_t row, q_start; int64_t cost; };
-  std::vector<Tile> tiles;
+  tiles.clear();
+  tile_order.clear();
   const int32_t tt = policy.extend_tile_tokens;
   for (int32_t b : extend_rows) {
     const int32_t ext = extend_len(b), prefix = in.seq_lens[b] - ext;
     for (int32_t q0 = 0; q0 < ext; q0 += tt) {
       int64_t keys = int64_t(prefix) + std::min(q0 + tt, ext);
       if (cfg.window_left >= 0) keys = std::min<int64_t>(keys, int64_t(cfg.window_left) + tt);
-      tiles.push_back({b, q0, keys});
+      // Sort key: cost descending (a cost is at most seq_len, so 32 bits), then the order the
+      // tiles are made in (row, then q_start): the order a stable sort by cost gives.
+      tile_order.push_back(uint64_t(UINT32_MAX - uint32_t(keys)) << 32 | uint32_t(tiles.size()));
+      tiles.push_back({b, q0});
     }
   }
-  std::stable_sort(tiles.begin(), tiles.end(),
-                   [](const Tile& a, const Tile& b) { return a.cost > b.cost; });
+  std::sort(tile_order.begin(), tile_order.end());
   const int64_t Nt = int64_t(tiles.size());
   if (cfg.graph_safe) {
     int64_t ext_tokens = 0;
@@ -351,11 +424,6 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     return r;
   }
 
-  int32_t max_q = 0, max_seq = 0;
-  for (int32_t b = 0; b < B; ++b) {
-    max_q = std::max(max_q, extend_len(b));
-    max_seq = std::max(max_seq, in.seq_lens[b]);
-  }
   info[kPlanMagic] = kPlanMagicValue;
   info[kPlanNumRows] = B;
   info[kPlanNumTokens] = in.qo_indptr[B];
@@ -407,7 +475,11 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   std::copy(kv_start.begin(), kv_start.end(), m + info[kPlanOffDecodeKvStart]);
   std::copy(chunk.begin(), chunk.end(), m + info[kPlanOffDecodeChunkTokens]);
   int32_t* t = m + info[kPlanOffExtendTiles];
-  for (int64_t i = 0; i < Nt; ++i) { t[2 * i] = tiles[i].row; t[2 * i + 1] = tiles[i].q_start; }
+  for (int64_t i = 0; i < Nt; ++i) {
+    const Tile& tile = tiles[uint32_t(tile_order[i])];
+    t[2 * i] = tile.row;
+    t[2 * i + 1] = tile.q_start;
+  }
   r.ok = true;
   return r;
 }

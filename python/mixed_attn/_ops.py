@@ -42,3 +42,31 @@ def _forward_fake(q, k, v, k_cache, v_cache, kv_indices, plan_meta, plan_info, p
 def has_cuda_kernels():
     """True when this build carries the CUDA implementation of forward."""
     return torch._C._dispatch_has_kernel_for_dispatch_key("mixed_attn::forward", "CUDA")
+
+
+def _load_fastplan():
+    """mixed_attn._fastplan (csrc/torch/fastplan.cc), the one next to the loaded _C.so, or None.
+
+    MixedAttention.plan() calls torch.ops.mixed_attn.plan_upload through it, without the Python
+    side of torch's op call; builds without Python's headers have none (plan() then makes the
+    regular call, with the same results).
+    """
+    import importlib.machinery
+    import importlib.util
+
+    d = os.path.dirname(LIBRARY_PATH)
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = os.path.join(d, "_fastplan" + suffix)
+        if os.path.exists(path):
+            try:
+                spec = importlib.util.spec_from_file_location("mixed_attn._fastplan", path)
+                mod = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(mod)
+            except ImportError:
+                return None
+            mod.init(torch.Tensor)
+            return mod
+    return None
+
+
+FASTPLAN = _load_fastplan()

@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from . import _ops  # noqa: F401  (registers torch.ops.mixed_attn)
+from . import _ops  # registers torch.ops.mixed_attn
 from . import env as _env
 from . import buildinfo as _buildinfo
 from . import plan_info as _pi
@@ -181,6 +181,9 @@ class MixedAttention:
         self._plan_upload = torch.ops.mixed_attn.plan_upload.default
         self._config_t = torch.tensor(self._config, dtype=torch.int64)  # plan_upload's form
         self._i_partials = _pi.INDEX["num_partials"]
+        # plan()'s one call for host int32 tensors (None: the regular op call, same results).
+        self._fast_plan = _ops.FASTPLAN.plan_upload if _ops.FASTPLAN is not None else None
+        self._fast_rows = (1 << 62) if self.cuda_graph else self.max_batch  # more: grow first
 
         self.plan_info = None
         self.last_path = None
@@ -217,6 +220,25 @@ class MixedAttention:
     # -- plan ------------------------------------------------------------------------------
     def plan(self, qo_indptr, kv_indptr, seq_lens):
         """Plans one step from host lengths: qo_indptr [B+1], kv_indptr [B+1] (pages), seq_lens [B]."""
+        # The common case (contiguous host int32 tensors, a step that fits the buffers) in one
+        # call; anything else (lists, other dtypes, a step that grows the buffers, an error,
+        # raised there) takes _plan, which makes the regular op call.
+        fast = self._fast_plan
+        if fast is None:
+            return self._plan(qo_indptr, kv_indptr, seq_lens)
+        turn = self._meta_turn
+        info = fast(qo_indptr, kv_indptr, seq_lens, self._meta_host[turn], self.plan_meta,
+                    self._config_t, self._fast_rows)
+        if info is None:
+            return self._plan(qo_indptr, kv_indptr, seq_lens)
+        self._meta_turn = turn ^ 1
+        self.h2d_copies += 1
+        if info[self._i_partials] > self.arena_slots:
+            self._grow_arena(info[self._i_partials])
+        self.plan_info = info
+        return info
+
+    def _plan(self, qo_indptr, kv_indptr, seq_lens):
         qo = _host_int32(qo_indptr, "qo_indptr")
         kv = _host_int32(kv_indptr, "kv_indptr")
         sl = _host_int32(seq_lens, "seq_lens")
@@ -239,13 +261,16 @@ class MixedAttention:
         self.h2d_copies += 1
         need = info[self._i_partials]
         if need > self.arena_slots:  # never in graph mode (bounded)
-            logger.warning("mixed_attn: the plan needs %d decode partial slots, the arena holds %d: "
-                           "growing it once (size max_batch / max_splits_per_row for your traffic)",
-                           need, self.arena_slots)
-            self._alloc_arena(max(need, 2 * self.arena_slots))
-            self.arena_grows += 1
+            self._grow_arena(need)
         self.plan_info = info
         return info
+
+    def _grow_arena(self, need):
+        logger.warning("mixed_attn: the plan needs %d decode partial slots, the arena holds %d: "
+                       "growing it once (size max_batch / max_splits_per_row for your traffic)",
+                       need, self.arena_slots)
+        self._alloc_arena(max(need, 2 * self.arena_slots))
+        self.arena_grows += 1
 
     def _grow_meta(self, qo):
         B, T = qo.numel() - 1, int(qo[-1])
@@ -253,6 +278,7 @@ class MixedAttention:
                        "max_batch=%d / max_tokens=%d: growing the metadata buffers once",
                        B, T, self.max_batch, self.max_tokens)
         self.max_batch, self.max_tokens = max(B, self.max_batch), max(T, self.max_tokens)
+        self._fast_rows = self.max_batch
         self._alloc_meta(self.max_batch, self.max_tokens)
 
     # -- run -------------------------------------------------------------------------------
