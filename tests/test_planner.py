@@ -174,3 +174,27 @@ def test_gpu_plans_of_verify_rows(group, decode_max_q, deterministic):
         blocks = field(info, "decode_cta_blocks")
         need = -(-decode_max_q * group // 16)
         assert blocks == min(4, 1 if need <= 1 else (2 if need <= 2 else 4))
+
+
+@pytest.mark.parametrize("decode_max_q", [-1, 17])
+def test_decode_max_q_out_of_range_is_an_error_naming_it(decode_max_q):
+    with pytest.raises(RuntimeError, match="decode_max_q must be in"):
+        MixedAttention(8, 2, 64, 16, device="cpu", decode_max_q=decode_max_q)
+    meta = torch.full((1000,), -7, dtype=torch.int32)
+    t = lambda x: torch.tensor(x, dtype=torch.int32)  # noqa: E731
+    with pytest.raises(RuntimeError, match="decode_max_q must be in"):
+        torch.ops.mixed_attn.plan(t([0, 1]), t([0, 1]), t([5]), meta,
+                                  make_config("cpu", 16, 8, 2, 64, decode_max_q=decode_max_q))
+    assert (meta == -7).all()
+
+
+def test_sm_aware_splits_are_equal_and_wave_aware():
+    # 128 rows at 8k over one kv head, 132 SMs x 2 CTAs: the plain chunk (total keys / 264) gives
+    # 3 splits a row = 384 CTAs, 1.45 waves; the wave rule takes 2 splits = 256 CTAs, one wave.
+    info, m, seq = plan([1] * 128, [8192] * 128, Hq=8, Hkv=1, num_sms=132)
+    assert field(info, "max_splits") == 2 and field(info, "num_partials") == 256
+    # Equal splits: each split is rounded up to the 64-key alignment, so the last one is short by
+    # less than n * 64 keys (without the rule it would hold whatever is left of the chunk).
+    info, m, seq = plan([1] * 4, [30000] * 4, Hkv=8, num_sms=132)
+    chunk, n = int(m["decode_chunk_tokens"][0]), int(m["decode_split_indptr"][1])
+    assert n > 1 and seq[0] - (n - 1) * chunk > chunk - n * 64
