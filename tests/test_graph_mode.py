@@ -219,6 +219,20 @@ def capture(e):
     return g
 
 
+def capture_then_replay(e, plans):
+    """Captures e.run() planned for plans[0], then re-plans each of the others (and plans[0]
+    again), refills the engine's buffers in place, replays and checks against the reference."""
+    st = e.step(*plans[0])
+    e.wrapper.plan(st["qo"], st["kvp"], st["seq"])
+    g = capture(e)
+    for ext, pre in plans[1:] + plans[:1]:
+        st = e.step(ext, pre)
+        e.wrapper.plan(st["qo"], st["kvp"], st["seq"])
+        g.replay()
+        torch.cuda.synchronize()
+        e.check(st)
+
+
 @needs_gpu
 @pytest.mark.parametrize("page", [1, 16])
 @pytest.mark.parametrize("kv", ["bf16", "fp8"])
@@ -250,15 +264,7 @@ def test_mixed_bucket_replays_after_replans(page, kernel):
                pool_pages=16 * 9000 // page + 8, seed=2, extend_backend=kernel)
     plans = [([200, 1, 1], [100, 50, 3000]), ([1] * 10 + [333, 97], [4000] * 10 + [0, 5000]),
              ([650, 1], [2000, 8000]), ([1, 1, 1], [7, 8000, 20]), ([5, 9, 1, 300], [0, 1, 2, 3])]
-    st = e.step(*plans[0])
-    e.wrapper.plan(st["qo"], st["kvp"], st["seq"])
-    g = capture(e)
-    for ext, pre in plans[1:] + plans[:1]:
-        st = e.step(ext, pre)
-        e.wrapper.plan(st["qo"], st["kvp"], st["seq"])
-        g.replay()
-        torch.cuda.synchronize()
-        e.check(st)
+    capture_then_replay(e, plans)
 
 
 @needs_gpu
@@ -274,15 +280,7 @@ def test_verify_bucket_replays_after_replans(page, backend):
     plans = [([4] * 4, [100, 200, 300, 50]), ([16, 1, 7, 2, 16], [11000, 5, 3000, 0, 60]),
              ([1] * 8 + [3] * 8, [9000] * 8 + [20] * 8), ([40, 16, 2], [500, 8000, 10000]),
              ([5], [0])]
-    st = e.step(*plans[0])
-    e.wrapper.plan(st["qo"], st["kvp"], st["seq"])
-    g = capture(e)
-    for ext, pre in plans[1:] + plans[:1]:
-        st = e.step(ext, pre)
-        e.wrapper.plan(st["qo"], st["kvp"], st["seq"])
-        g.replay()
-        torch.cuda.synchronize()
-        e.check(st)
+    capture_then_replay(e, plans)
 
 
 @needs_gpu
