@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "python"))
 from common import measure_ceilings  # noqa: E402
+from mixed_attn.plan_info import field  # noqa: E402
 from mixed_attn.testing import OpPlan, op_forward  # noqa: E402
 
 try:
@@ -56,7 +57,32 @@ POLICIES = [
     ("sm1", dict(ctas_per_sm=1)),
     ("sm4", dict(ctas_per_sm=4)),
     ("det2048", dict(deterministic=True, fixed_split_tokens=2048)),
+    ("det4096", dict(deterministic=True, fixed_split_tokens=4096)),
+    ("det8192", dict(deterministic=True, fixed_split_tokens=8192)),
+    # A graph-safe plan (what a captured CUDA graph replays), run eagerly: the launch geometry of
+    # the bucket (max_batch = the case's rows), the policy's decode_max_q bound.
+    ("graph", dict(cuda_graph=True)),
 ]
+
+
+def flashinfer_decode(q, k_cache, v_cache, kv_indices, kvp, lens, page, out):
+    """FlashInfer's tensor-core split-KV decode (its best decode on sm_90, baselines.md) on the
+    same inputs, planned before timing; None with the reason when flashinfer is not importable."""
+    try:
+        import flashinfer
+    except Exception as e:  # noqa: BLE001
+        return None, f"flashinfer not importable ({type(e).__name__})"
+    Hq, D, Hkv = q.shape[1], q.shape[2], k_cache.shape[2]
+    ws = torch.zeros(256 << 20, dtype=torch.uint8, device="cuda")  # its decode workspace must be zeroed
+    kv_indptr = kvp.to(torch.int32).cuda()
+    npages = kvp[1:] - kvp[:-1]
+    last = (torch.tensor(lens, dtype=torch.int32) - (npages - 1) * page).to(torch.int32).cuda()
+    w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=True)
+    w.plan(kv_indptr, kv_indices, last, Hq, Hkv, D, page, q_data_type=q.dtype, kv_data_type=k_cache.dtype)
+
+    def fn():
+        out.copy_(w.run(q, (k_cache, v_cache)))
+    return fn, None
 
 
 def time_ms(fn, warmup=10, iters=50):
@@ -94,7 +120,8 @@ def make_case(rows, seq, Hq, Hkv, D, page=16, gen=None):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default="H,L,F,G")
-    ap.add_argument("--policies", default=",".join(n for n, _ in POLICIES))
+    ap.add_argument("--policies", default=",".join(n for n, _ in POLICIES) + ",fi",
+                    help="comma list of the policies below, and fi for FlashInfer's decode")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -124,7 +151,7 @@ def main():
             if pname not in args.policies.split(","):
                 continue
             plan = OpPlan(qo, kvp, lens, 16, c["Hq"], c["Hkv"], c["D"], **pkw)
-            slots = max(plan.num_partials, 1)
+            slots = max(plan.num_partials, field(plan.info, "graph_max_partials"), 1)
             po = torch.empty(slots, c["Hq"], c["D"], device="cuda")
             pl = torch.empty(slots, c["Hq"], device="cuda")
             mine[pname] = record(pname, plan, lambda: op_forward(plan, q, kc, vc, kvi, out, lse, None, po, pl))
@@ -134,6 +161,24 @@ def main():
                                                                       po, pl, out, lse))
                 print(f"{name:2s} Triton decode / mixed_attn decode (sm2 plan): {t_tri / mine['sm2']:.2f}x",
                       flush=True)
+        if "fi" in args.policies.split(","):
+            fi_out = torch.empty_like(q)
+            fn, why = flashinfer_decode(q, kc, vc, kvi, kvp, lens, 16, fi_out)
+            if fn is None:
+                print(f"{name:2s} fi_dec   not measured: {why}", flush=True)
+            else:
+                t_fi = time_ms(fn)
+                # Same inputs: FlashInfer's output against the op's (the last policy run).
+                diff = (fi_out.float() - out.float()).abs().max().item()
+                print(f"{name:2s} fi_dec vs mixed_attn: max |diff| {diff:.2e}", flush=True)
+                r = dict(case=name, policy="fi_dec", splits=0, partials=0, ms=t_fi, max_diff=diff,
+                         tbps=kv_bytes / (t_fi * 1e-3) / 1e12, frac_copy=kv_bytes / copy_bw / (t_fi * 1e-3),
+                         frac_read=kv_bytes / read_bw / (t_fi * 1e-3))
+                results.append(r)
+                print(f"{name:2s} fi_dec   {t_fi:.4f} ms  {r['tbps']:.3f} TB/s  floor/time: copy "
+                      f"{r['frac_copy']:.3f}  read {r['frac_read']:.3f}", flush=True)
+                for pname, t in mine.items():
+                    print(f"{name:2s} {pname} / fi_dec: {t / t_fi:.3f}x", flush=True)
         del q, kc, vc, out
         torch.cuda.empty_cache()
     if args.json:

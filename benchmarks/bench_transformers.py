@@ -66,6 +66,10 @@ def parse_args(argv=None):
     p.add_argument("--mode", default="split", choices=["split", "fold"], help="mixed_attn dispatch")
     p.add_argument("--tie-nats", type=float, default=0.1,
                    help="a first divergence whose two logprobs are this close is a tie")
+    p.add_argument("--adjudicate", type=int, default=1,
+                   help="1: run the fp32 adjudication of every first divergence (see adjudicate)")
+    p.add_argument("--adjudicate-limit", type=int, default=0,
+                   help="adjudicate only the first N divergences (0: all)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--markdown", default=None, help="also write the markdown tables here")
     p.add_argument("--json", default=None, help="write the raw numbers here")
@@ -154,6 +158,16 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
+def first_divergences(ref, got):
+    """(request, step) of each request's first differing token, where both runs have one."""
+    out = []
+    for i, ((ta, _), (tb, _)) in enumerate(zip(ref, got)):
+        k = next((j for j in range(min(len(ta), len(tb))) if ta[j] != tb[j]), None)
+        if k is not None:
+            out.append({"request": i, "step": k})
+    return out
+
+
 def identity(ref, got, tie_nats):
     """ref, got: lists of (tokens, logprobs) per request."""
     same_req, agree, total, ties, suspects = 0, 0, 0, 0, []
@@ -178,6 +192,51 @@ def identity(ref, got, tie_nats):
             "frac_identical_requests": same_req / nreq if nreq else 0.0,
             "frac_tokens_before_divergence": agree / total if total else 0.0,
             "tie_divergences": ties, "suspect_divergences": suspects}
+
+
+@torch.no_grad()
+def adjudicate(model, prompts, ref, got, divergences, dtype):
+    """Which token a higher-precision model prefers at each first divergence.
+
+    For a first divergence (request i, step k) the two runs agree on prompt + tokens[:k] and then
+    choose token a (reference run) and token b (mixed_attn). The same weights, upcast to fp32, run
+    teacher-forced over that common prefix without a paged cache (transformers' own sdpa path,
+    fp32 throughout), and so does the serving-dtype model: per divergence
+      gap_fp32 = logp_fp32(a) - logp_fp32(b)   (> 0: fp32 prefers the reference run's token)
+      err_lowp = |gap_lowp - gap_fp32|          (the serving-dtype model's own error on that gap)
+    A divergence where |gap_fp32| <= err_lowp is one that the serving dtype cannot resolve even
+    without any paged kernel: a tie by measurement, not by a threshold. One where fp32 clearly
+    prefers the reference token by more than that error would point at a wrong result."""
+    import copy
+    model32 = copy.deepcopy(model).float()
+    for m in (model, model32):
+        m.set_attn_implementation("sdpa")
+    dev = next(model.parameters()).device
+    rows = []
+    for d in divergences:
+        i, k = d["request"], d["step"]
+        ta, tb = ref[i][0], got[i][0]
+        ids = torch.tensor([prompts[i] + ta[:k]], device=dev)
+        lp32 = torch.log_softmax(model32(input_ids=ids).logits[0, -1].double(), -1)
+        lp16 = torch.log_softmax(model(input_ids=ids).logits[0, -1].double(), -1)
+        a, b = ta[k], tb[k]
+        g32 = float(lp32[a] - lp32[b])
+        g16 = float(lp16[a] - lp16[b])
+        top = int(torch.argmax(lp32))
+        rows.append({"request": i, "step": k, "token_ref": a, "token_mixed": b,
+                     "gap_fp32": g32, "err_lowp": abs(g16 - g32),
+                     "fp32_argmax_is": "ref" if top == a else "mixed" if top == b else "neither",
+                     "unresolvable": abs(g32) <= abs(g16 - g32)})
+    del model32
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    n = len(rows)
+    return {"divergences": rows, "count": n,
+            "fp32_prefers_mixed": sum(r["gap_fp32"] < 0 for r in rows),
+            "unresolvable": sum(r["unresolvable"] for r in rows),
+            "max_abs_gap_fp32": max((abs(r["gap_fp32"]) for r in rows), default=0.0),
+            "median_err_lowp": statistics.median([r["err_lowp"] for r in rows]) if rows else 0.0,
+            "dtype": str(dtype).replace("torch.", "")}
 
 
 def main(argv=None):
@@ -272,12 +331,50 @@ def main(argv=None):
                             f"{ident['identical_requests']} ({C.fmt_pct(ident['frac_identical_requests'])})",
                             C.fmt_pct(ident["frac_tokens_before_divergence"]),
                             ident["tie_divergences"], len(ident["suspect_divergences"])]]), ""]
+        firsts = first_divergences(results[ref_name]["tokens"], results["mixed_attn"]["tokens"])
+        if a.adjudicate_limit:
+            firsts = firsts[: a.adjudicate_limit]
+        if a.adjudicate and firsts:
+            adj = adjudicate(model, prompts, results[ref_name]["tokens"],
+                             results["mixed_attn"]["tokens"], firsts, dtype)
+            ident["adjudication"] = adj
+            verdict = {(r["request"], r["step"]): r for r in adj["divergences"]}
+            for d in ident["suspect_divergences"]:
+                r = verdict.get((d["request"], d["step"]))
+                if r is not None:
+                    d["explained"] = r["unresolvable"] or r["gap_fp32"] < 0
+            md += [f"fp32 adjudication of the first divergences (same weights upcast, teacher-forced "
+                   f"over each common prefix, no paged cache): {adj['count']} divergences; fp32 "
+                   f"prefers mixed_attn's token in {adj['fp32_prefers_mixed']} and "
+                   f"{IMPL_NAMES[ref_name]}'s in {adj['count'] - adj['fp32_prefers_mixed']}; "
+                   f"{adj['unresolvable']} have |gap_fp32| within the non-paged "
+                   f"{adj['dtype']} model's own error on that gap; largest |gap_fp32| "
+                   f"{adj['max_abs_gap_fp32']:.4f} nats, median {adj['dtype']} error "
+                   f"{adj['median_err_lowp']:.4f} nats.", ""]
+            named = [r for r in adj["divergences"]
+                     if any(r["request"] == s_["request"] for s_ in ident["suspect_divergences"])]
+            named += sorted(adj["divergences"], key=lambda r: -r["gap_fp32"])[:5]
+            seen, lines = set(), []
+            for r in named:
+                if r["request"] in seen:
+                    continue
+                seen.add(r["request"])
+                lines.append([r["request"], r["step"], f"{r['gap_fp32']:+.4f}", f"{r['err_lowp']:.4f}",
+                              r["fp32_argmax_is"], "yes" if r["unresolvable"] else "no"])
+            md += [C.md_table(["request", "step", "gap_fp32 (+: ref's token)",
+                               f"{adj['dtype']} error on the gap", "fp32 argmax", "unresolvable"],
+                              lines), ""]
         if ident["suspect_divergences"]:
             items = []
             for d in ident["suspect_divergences"][:20]:
                 gap = "-" if d["logprob_gap"] is None else f"{d['logprob_gap']:.3f}"
                 items.append(f"({d['request']}, {d['step']}, {gap})")
             md += ["Suspect divergences (request, step, logprob gap): " + ", ".join(items), ""]
+            if any("explained" in d for d in ident["suspect_divergences"]):
+                left = [d for d in ident["suspect_divergences"] if not d.get("explained")]
+                md += [f"After the fp32 adjudication, {len(left)} suspect divergences remain "
+                       f"(a suspect is explained when fp32 prefers mixed_attn's token or cannot "
+                       f"be resolved by the serving dtype).", ""]
     text = "\n".join(md)
     print()
     print(text, flush=True)

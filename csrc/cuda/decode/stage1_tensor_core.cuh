@@ -92,24 +92,18 @@ __device__ __forceinline__ int swizzle(int r) {
   else return 0;  // 64-byte rows (D=64 fp8): two rows share a bank line, no swizzle
 }
 
+// The work of one CTA over `rows` (query, head) pairs from pair0 on, with kBlocks MMA blocks.
+// The kernel below picks kBlocks per CTA from its own rows (never from the rest of the launch),
+// so a CTA whose row needs fewer blocks than the launch's bound keeps every warp on its keys.
 template <int D, typename QT, bool kFp8, bool kTwoHalves, int kBlocks>
-__global__ void __launch_bounds__(TcTraits<D, kFp8, kBlocks>::kThreads)
-    decode_split_tc_kernel(const DecodeParams p, const DecodeConsts c) {
+__device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const DecodeConsts& c, const SplitView& sv,
+                                              const int kv_head, const int pair0, const int rows,
+                                              unsigned char* smem, float (*part_m)[16], float (*part_l)[16]) {
   using Tr = TcTraits<D, kFp8, kBlocks>;
   using MT = std::conditional_t<kFp8, ma_half, QT>;  // MMA operand type
   constexpr int kHalves = kTwoHalves ? 2 : 1;        // 8-row halves of the 16-row MMA in use
   static_assert(kBlocks == 1 || kTwoHalves, "several blocks per CTA fill both halves");
-  extern __shared__ __align__(16) unsigned char smem[];
-  __shared__ float part_m[Tr::kWarps][16];
-  __shared__ float part_l[Tr::kWarps][16];
-
   const AttentionCommon& a = p.attn;
-  SplitView sv;
-  if (!load_split_view(a, blockIdx.x, blockIdx.z, sv)) return;
-  const int kv_head = blockIdx.y / c.row_blocks;
-  const int pair0 = (blockIdx.y % c.row_blocks) * (16 * kBlocks);  // first (query, head) pair of this CTA
-  const int rows = min(16 * kBlocks, sv.q_len * c.group - pair0);  // pairs of this CTA
-  if (rows <= 0) return;                                            // a shorter row than the launch's longest
   // CTA row r is pair pair0 + r: query (pair0 + r) / group, head kv_head * group + (pair0 + r) % group.
   auto pair_query = [&](int r) { return (pair0 + r) / c.group; };
   auto pair_head = [&](int r) { return kv_head * c.group + (pair0 + r) % c.group; };
@@ -455,6 +449,41 @@ __global__ void __launch_bounds__(TcTraits<D, kFp8, kBlocks>::kThreads)
       if (n == 0 && j0 == 0) p.partial_lse[slot * a.num_qo_heads + hq] = lse;
     }
   }
+}
+
+// One CTA per (split, (kv head, block of 16 * kBlocks pairs), decode row); kBlocks is the
+// plan's bound (decode_cta_blocks). A CTA with fewer pairs runs the body of the blocks it needs
+// (and one 8-row half when its pairs fit), so one-token rows in a launch sized for verify rows
+// (graph-safe and deterministic plans fix the bound) use every warp. The choice depends on the
+// CTA's own row alone: a row's bits do not depend on its batch.
+template <int D, typename QT, bool kFp8, bool kTwoHalves, int kBlocks>
+__global__ void __launch_bounds__(TcTraits<D, kFp8, kBlocks>::kThreads)
+    decode_split_tc_kernel(const DecodeParams p, const DecodeConsts c) {
+  using Tr = TcTraits<D, kFp8, kBlocks>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ float part_m[Tr::kWarps][16];
+  __shared__ float part_l[Tr::kWarps][16];
+  SplitView sv;
+  if (!load_split_view(p.attn, blockIdx.x, blockIdx.z, sv)) return;
+  const int kv_head = blockIdx.y / c.row_blocks;
+  const int pair0 = (blockIdx.y % c.row_blocks) * (16 * kBlocks);  // first (query, head) pair of this CTA
+  const int rows = min(16 * kBlocks, sv.q_len * c.group - pair0);  // pairs of this CTA
+  if (rows <= 0) return;                                            // a shorter row than the launch's longest
+  // The smaller bodies use this launch's shared memory: same ring, no more Q fragments.
+  static_assert(TcTraits<D, kFp8, 1>::kStages == Tr::kStages && TcTraits<D, kFp8, 1>::kSmemBytes <= Tr::kSmemBytes,
+                "a smaller body must fit the launch's shared memory");
+  if constexpr (kBlocks == 4) {
+    if (rows > 32) return decode_tc_cta<D, QT, kFp8, true, 4>(p, c, sv, kv_head, pair0, rows, smem, part_m, part_l);
+  }
+  if constexpr (kBlocks >= 2) {
+    static_assert(TcTraits<D, kFp8, 2>::kStages == Tr::kStages && TcTraits<D, kFp8, 2>::kSmemBytes <= Tr::kSmemBytes,
+                  "a smaller body must fit the launch's shared memory");
+    if (rows > 16) return decode_tc_cta<D, QT, kFp8, true, 2>(p, c, sv, kv_head, pair0, rows, smem, part_m, part_l);
+  }
+  if constexpr (kTwoHalves) {
+    if (rows > 8) return decode_tc_cta<D, QT, kFp8, true, 1>(p, c, sv, kv_head, pair0, rows, smem, part_m, part_l);
+  }
+  decode_tc_cta<D, QT, kFp8, false, 1>(p, c, sv, kv_head, pair0, rows, smem, part_m, part_l);
 }
 
 }  // namespace mixed_attn::gpu::decode
