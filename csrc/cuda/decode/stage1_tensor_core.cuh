@@ -454,7 +454,7 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
 // One CTA per (split, (kv head, block of 16 * kBlocks pairs), decode row); kBlocks is the
 // plan's bound (decode_cta_blocks). A CTA with fewer pairs runs the body of the blocks it needs
 // (and one 8-row half when its pairs fit), so one-token rows in a launch sized for verify rows
-// (graph-safe and deterministic plans fix the bound) use every warp. The choice depends on the
+// (graph-safe and deterministic plans fix the bound) use every warp (head dim 256: see below). The choice depends on the
 // CTA's own row alone: a row's bits do not depend on its batch.
 template <int D, typename QT, bool kFp8, bool kTwoHalves, int kBlocks>
 __global__ void __launch_bounds__(TcTraits<D, kFp8, kBlocks>::kThreads)
@@ -469,21 +469,26 @@ __global__ void __launch_bounds__(TcTraits<D, kFp8, kBlocks>::kThreads)
   const int pair0 = (blockIdx.y % c.row_blocks) * (16 * kBlocks);  // first (query, head) pair of this CTA
   const int rows = min(16 * kBlocks, sv.q_len * c.group - pair0);  // pairs of this CTA
   if (rows <= 0) return;                                            // a shorter row than the launch's longest
-  // The smaller bodies use this launch's shared memory: same ring, no more Q fragments.
-  static_assert(TcTraits<D, kFp8, 1>::kStages == Tr::kStages && TcTraits<D, kFp8, 1>::kSmemBytes <= Tr::kSmemBytes,
-                "a smaller body must fit the launch's shared memory");
-  if constexpr (kBlocks == 4) {
+  // Head dim 256 keeps one body per kernel: a second one costs spills there (its O fragments
+  // already take most registers); its policy bounds the launch at one block instead.
+  constexpr bool kPickBody = D < 256;
+  if constexpr (kPickBody && kBlocks == 4) {
     if (rows > 32) return decode_tc_cta<D, QT, kFp8, true, 4>(p, c, sv, kv_head, pair0, rows, smem, part_m, part_l);
   }
-  if constexpr (kBlocks >= 2) {
-    static_assert(TcTraits<D, kFp8, 2>::kStages == Tr::kStages && TcTraits<D, kFp8, 2>::kSmemBytes <= Tr::kSmemBytes,
-                  "a smaller body must fit the launch's shared memory");
+  if constexpr (kPickBody && kBlocks >= 2) {
     if (rows > 16) return decode_tc_cta<D, QT, kFp8, true, 2>(p, c, sv, kv_head, pair0, rows, smem, part_m, part_l);
   }
-  if constexpr (kTwoHalves) {
+  if constexpr (kPickBody && kTwoHalves) {
     if (rows > 8) return decode_tc_cta<D, QT, kFp8, true, 1>(p, c, sv, kv_head, pair0, rows, smem, part_m, part_l);
   }
-  decode_tc_cta<D, QT, kFp8, false, 1>(p, c, sv, kv_head, pair0, rows, smem, part_m, part_l);
+  if constexpr (kPickBody) {
+    // The smaller bodies use this launch's shared memory: the same ring, no more Q fragments.
+    static_assert(TcTraits<D, kFp8, 1>::kStages == Tr::kStages && TcTraits<D, kFp8, 1>::kSmemBytes <= Tr::kSmemBytes,
+                  "a smaller body must fit the launch's shared memory");
+    decode_tc_cta<D, QT, kFp8, false, 1>(p, c, sv, kv_head, pair0, rows, smem, part_m, part_l);
+  } else {
+    decode_tc_cta<D, QT, kFp8, kTwoHalves, kBlocks>(p, c, sv, kv_head, pair0, rows, smem, part_m, part_l);
+  }
 }
 
 }  // namespace mixed_attn::gpu::decode
