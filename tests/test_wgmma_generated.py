@@ -21,7 +21,7 @@ def test_extend_wgmma_header_is_generated():
 
 
 def test_generator_emits_only_used_shapes():
-    # Every generated specialisation is one extend/sm90/kernel.cuh can instantiate: Wgmma for the
+    # Every generated specialisation is one extend/sm90/mainloop.cuh can instantiate: Wgmma for the
     # head dims (P V, B transposed), WgmmaSS for the K/V tile widths (Q K^T).
     gen = _generator()
     assert sorted(n for n, _ in gen.USED_RS) == [64, 128, 256]

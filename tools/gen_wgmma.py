@@ -5,8 +5,8 @@
   python3 tools/gen_wgmma.py --check    # exit 1 if the checked-in header differs
 
 The operand lists of wgmma.mma_async are long (N/2 accumulator registers), so each shape is
-written out. Only the shapes extend/sm90/kernel.cuh instantiates are emitted (USED below); a new
-tile shape adds its N here. tests/test_wgmma_generated.py checks the header is this output.
+written out. Only the shapes the sm_90a extend kernel instantiates (extend/sm90/mainloop.cuh) are
+emitted (USED below); a new tile shape adds its N here. tests/test_wgmma_generated.py checks the header is this output.
 """
 import os
 import sys
@@ -17,7 +17,7 @@ OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "csrc", "cu
 # V read MN-major (transposed).
 USED_RS = [(64, True), (128, True), (256, True)]
 # N of WgmmaSS (A and B by descriptor, both K-major): S = Q K^T, N = keys per K/V tile
-# (extend/sm90/kernel.cuh: kBlockN is 64 or 128).
+# (extend/sm90/traits.cuh: kBlockN is 64 or 128).
 USED_SS = [64, 128]
 TYPES = [("ma_bf16", "bf16"), ("ma_half", "f16")]
 

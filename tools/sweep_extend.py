@@ -22,7 +22,7 @@ B = 4096 new over 4096, D = 1024 new over 16384, Hq/Hkv 32/8; matmul 686-708 TFL
 Second call (same day): p0 (page ids read a tile ahead) 1.604 / 1.086 ms on B / D at d128, 0.833 /
 0.578 at d64, 1.930 / 1.355 at d256, tests passed -> now the default; pw1 (wgmma in the mma.sync
 loop, Q in shared memory) passed the tests: 1.678 / 1.133 at d128, 1.608 / 1.123 at d256.
-The s* variants time the warp-specialised sm_90a kernel (csrc/cuda/extend/sm90/kernel.cuh).
+The s* variants time the warp-specialised sm_90a kernel (csrc/cuda/extend/sm90/, shapes in traits.cuh).
 """
 
 import os
@@ -45,7 +45,7 @@ VARIANTS = {
     "v0": {},  # the defaults
     "v1": {64: (4, 2, 32, 3, 0), 128: (4, 2, 32, 3, 0), 256: (4, 1, 32, 2, 0)},
     "v2": {64: (4, 2, 64, 3, 0), 128: (4, 2, 64, 2, 0), 256: (8, 1, 32, 3, 0)},
-    # warp-specialised sm_90a kernel (extend/sm90/kernel.cuh): keys per tile and ring slots per head dim.
+    # warp-specialised sm_90a kernel (extend/sm90/traits.cuh): keys per tile and ring slots per head dim.
     "s0": {},  # its defaults (the same build as v0: launch_extend picks it for b16 caches)
     "s1": {"extra": ["-DMA_SM90_SWIZZLE=1"]},  # 128-byte-swizzled tiles, whole rows per warp copy
     "s2": {"extra": ["-DMA_SM90_OVERLAP=0"]},  # one GEMM at a time in each warpgroup

@@ -1,7 +1,7 @@
 // Extend kernel instantiations for head_dim 64 (one file per head dim so the
 // build compiles them in parallel).
 #include "cuda/extend/portable/kernel.cuh"
-#include "cuda/extend/sm90/kernel.cuh"
+#include "cuda/extend/sm90/launch.cuh"
 
 namespace mixed_attn::gpu::extend_detail {
 template const char* launch_extend_impl<64, ma_bf16, false>(const ExtendParams&, gpuStream_t);

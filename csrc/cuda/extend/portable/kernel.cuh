@@ -43,6 +43,7 @@
 #include "cuda/common/math.cuh"
 #include "cuda/common/smem_optin.h"
 #include "cuda/common/softmax.cuh"
+#include "cuda/extend/args.cuh"
 #include "cuda/extend/portable/mma.cuh"
 #include "mixed_attn/compat.h"
 #include "mixed_attn/launch_policy.h"
@@ -232,35 +233,6 @@ __device__ __forceinline__ void stage_v_16(T* v_tile, int key, int chunk, const 
 }
 
 #endif  // MA_EXTEND_HAS_MMA
-
-// End of a query row, shared by both extend kernels: the sink joins the
-// denominator (rebased on max(m, sink) so neither term overflows), then the
-// factor O is multiplied by and the natural-log LSE. l, m: the row's sum and
-// max in base-2 units (m finite: every query sees at least its own key).
-struct RowFinish {
-  float inv_l;
-  float lse;
-};
-__device__ __forceinline__ RowFinish finish_row(float l, float m, const float* sinks, int head, float out_scale) {
-  float o_mul = 1.f;
-  if (sinks != nullptr) {
-    const float sink2 = sinks[head] * kLog2e;
-    const float m_new = fmaxf(m, sink2);
-    o_mul = fast_exp2(m - m_new);
-    l = l * o_mul + fast_exp2(sink2 - m_new);
-    m = m_new;
-  }
-  return RowFinish{o_mul * out_scale / l, (m + __log2f(l)) * kLn2};
-}
-
-struct ExtendArgs {
-  AttentionCommon a;
-  int pack;             // q heads per CTA (rows = query * pack + head)
-  int head_groups;      // Hq / pack
-  int tile_capacity;    // queries one pass of a CTA covers: kBlockM / pack
-  float score_scale;    // sm_scale * k_scale (applied to q.k in fp32)
-  float out_scale;      // v_scale
-};
 
 template <int kHeadDim, typename T, bool kFp8>
 __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)

@@ -1,0 +1,87 @@
+// Host side of the sm_90a extend kernel: the checks of the plan against the kernel's shape, the
+// TMA maps when the plan asks for TMA, and the launch, as a cluster of kv_splits CTAs per tile
+// when the plan splits the tiles' K/V (kv_split_merge.cuh).
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+#include "cuda/common/smem_optin.h"
+#include "cuda/extend/args.cuh"
+#include "cuda/extend/sm90/kernel.cuh"
+#include "cuda/extend/sm90/tma_maps.h"
+#include "cuda/extend/sm90/traits.cuh"
+#include "mixed_attn/compat.h"
+#include "mixed_attn/launch_policy.h"
+#include "mixed_attn/params.h"
+
+namespace mixed_attn::gpu::extend_detail {
+
+// Host side: launch one instantiation (instantiated in extend/instantiate_hd{64,128,256}.cu) as
+// the plan decided: its KV split per query tile and TMA or cp.async for K/V.
+template <int kHeadDim, typename T>
+const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
+  const AttentionCommon& a = p.attn;
+  constexpr int kSmem = sm90_smem_bytes<kHeadDim>();
+  constexpr int BM = Sm90Traits<kHeadDim>::kBlockM;
+  static_assert(BM == extend_sm90_block_rows(kHeadDim), "launch_policy.h must know the kernel's rows");
+  if (a.plan.extend_block_rows != BM) return "extend: the plan's tiles were cut for another kernel shape";
+  const int group = a.num_qo_heads / a.num_kv_heads;
+  ExtendArgs args;
+  args.a = a;
+  args.pack = pack_factor(group, BM);
+  args.head_groups = a.num_qo_heads / args.pack;
+  args.tile_capacity = BM / args.pack;
+  args.score_scale = a.sm_scale;
+  args.out_scale = 1.f;
+  const int64_t tiles = a.plan.maybe_counts != nullptr ? a.plan.graph_max_tiles : a.plan.num_extend_tiles;
+  const int64_t blocks = tiles * args.head_groups;
+  const int kv_splits = a.plan.extend_kv_splits;
+  if (kv_splits < 1 || kv_splits > sm90_max_kv_splits<kHeadDim>())
+    return "extend: the plan's KV split count is outside what the sm_90a merge holds";
+  // The merge runs once, after the last pass: a split plan must cover its tiles in one pass.
+  if (kv_splits > 1 && a.plan.extend_tile_tokens > args.tile_capacity)
+    return "extend: a KV-split plan needs tiles of at most one pass";
+  if (blocks * kv_splits > 0x7fffffff) return "extend: too many (tile, head group) blocks for one launch";
+  Sm90TmaMaps maps;
+  std::memset(&maps, 0, sizeof(maps));
+  const bool use_tma = a.plan.extend_tma != 0;
+  if (use_tma) {
+#if defined(MA_CUDA) && MA_SM90_TMA
+    // The policy asks for TMA only at page sizes of a multiple of kTmaBoxKeys.
+    if (a.page_size % kTmaBoxKeys != 0 ||
+        !encode_cache_map<T>(&maps.k, a.k_cache, a.k_stride_page, a.k_stride_slot, a.k_stride_head, kTmaBoxKeys, a) ||
+        !encode_cache_map<T>(&maps.v, a.v_cache, a.v_stride_page, a.v_stride_slot, a.v_stride_head, kTmaBoxKeys, a))
+      return "extend: the plan asks for TMA but the cache's tensor map could not be encoded (plan with extend_tma=0)";
+#else
+    return "extend: the plan asks for TMA but this build has no TMA path (plan with extend_tma=0)";
+#endif
+  }
+  auto kernel = use_tma ? extend_sm90_kernel<kHeadDim, T, true> : extend_sm90_kernel<kHeadDim, T, false>;
+  const char* smem_err = opt_in_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem);
+  if (smem_err != nullptr) return smem_err;
+  if (kv_splits == 1) {
+    kernel<<<dim3(unsigned(blocks)), dim3(Sm90Traits<kHeadDim>::kThreads), kSmem, stream>>>(args, 1, maps);
+    MA_RETURN_LAUNCH_STATUS();
+  }
+#if defined(MA_CUDA)
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(unsigned(blocks * kv_splits));
+  config.blockDim = dim3(Sm90Traits<kHeadDim>::kThreads);
+  config.dynamicSmemBytes = kSmem;
+  config.stream = stream;
+  cudaLaunchAttribute cluster;
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = unsigned(kv_splits);
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  const cudaError_t launch_status = cudaLaunchKernelEx(&config, kernel, args, kv_splits, maps);
+  if (launch_status != cudaSuccess) return cudaGetErrorString(launch_status);
+  MA_RETURN_LAUNCH_STATUS();
+#else
+  return "extend: KV splits need thread-block clusters (CUDA sm_90)";
+#endif
+}
+
+}  // namespace mixed_attn::gpu::extend_detail

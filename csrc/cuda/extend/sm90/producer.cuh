@@ -1,0 +1,214 @@
+// The producer warpgroup of the sm_90a extend kernel (warpgroup 0, 128 threads that only copy):
+// per pass, the Q tile (rows past the tile's queries zero-filled), then the CTA's K/V tiles into
+// the ring of kStages K and V slots, each slot behind a full and an empty mbarrier.
+//
+// Paged K/V: the page ids of a K/V tile go into a shared table of row offsets (one key per
+// thread, read a tile ahead so that their latency hides behind the copies). Tiles wholly inside
+// the attended range, with a page size that is a multiple of 16, are copied by TMA: one 4-D
+// tensor copy per (16 keys of one page, 64 columns), into the 128-byte-swizzled layout,
+// completing on the slot's mbarrier by bytes. Edge tiles (they must zero the rows outside the
+// range: a stale NaN in a masked V row would survive P = 0) and other page sizes take 16-byte
+// cp.async copies that signal the same mbarrier (cp.async.mbarrier.arrive.noinc).
+#pragma once
+#include <cstdint>
+
+#include "cuda/arch/sm80.cuh"
+#include "cuda/extend/args.cuh"
+#include "cuda/extend/sm90/sync.cuh"
+#include "cuda/extend/sm90/tma_maps.h"
+#include "cuda/extend/sm90/traits.cuh"
+#include "cuda/extend/sm90/wgmma.cuh"  // MA_EXTEND_HAS_WGMMA
+
+namespace mixed_attn::gpu::extend_detail {
+
+#if MA_EXTEND_HAS_WGMMA
+// TMA: box at coordinates (c0, c1, c2, c3) (innermost first) of `map` into shared memory;
+// completes `bytes` of the barrier's transaction count when it lands.
+__device__ __forceinline__ void tma_load_4d(void* dst, const TmaMap* map, int c0, int c1, int c2, int c3,
+                                            uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar))
+      : "memory");
+}
+// Waits until every cp.async this thread has issued has landed, in a commit group or not:
+// cp.async.wait_all is commit_group + wait_group 0 (wait_group alone skips uncommitted copies,
+// and this kernel commits none: its copies complete through cp.async.mbarrier.arrive.noinc).
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// The producer's whole role: every pass of the tile, then the drain. tid / warp / lane: the
+// thread within the producer warpgroup (0..127, 0..3, lane). kTma: interior K/V tiles by TMA
+// (maps), swizzled tiles; else cp.async only.
+template <int kHeadDim, typename T, bool kTma>
+__device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMaps& maps, const Sm90Smem<T>& sm,
+                                        const Sm90Work& w, int tid, int warp, int lane) {
+  using Tr = Sm90Traits<kHeadDim>;
+  constexpr int D = kHeadDim;
+  constexpr int BM = Tr::kBlockM;
+  constexpr int BN = Tr::kBlockN;
+  constexpr int kStages = Tr::kStages;
+  constexpr int kChunks = D / 8;          // 16-byte chunks per row
+  constexpr int kQuads = kChunks / 4;     // a warp instruction writes 4 chunks of 8 rows
+  constexpr bool kSwizzle = kTma || MA_SM90_SWIZZLE != 0;
+  // Swizzled copies: a warp instruction covers kRowsPerCopy whole rows (up to 32 chunks).
+  constexpr int kChunkLanes = kChunks < 32 ? kChunks : 32;
+  constexpr int kRowsPerCopy = 32 / kChunkLanes;
+  static_assert(kChunks <= 32, "head_dim <= 256");
+  constexpr int kTileElems = BN * D;
+
+  const AttentionCommon& a = args.a;
+  const PlanView& plan = a.plan;
+  const int pack = w.pack, q_head0 = w.q_head0, kv_head = w.kv_head, window = w.window;
+  const int kv_splits = w.kv_splits, split_rank = w.split_rank;
+  const T* q_ptr = static_cast<const T*>(a.q);
+  const T* k_cache = static_cast<const T*>(a.k_cache) + int64_t(kv_head) * a.k_stride_head;
+  const T* v_cache = static_cast<const T*>(a.v_cache) + int64_t(kv_head) * a.v_stride_head;
+  const int page_size = a.page_size;
+  const int page_base = plan.kv_indptr[w.row];
+  const int row_in_group = lane % 8;  // this lane's row within an 8-row group
+  constexpr int box_keys = kTmaBoxKeys;
+  const int chunk_in_quad = lane / 8;
+  int it = 0;  // K/V tiles issued so far (over all passes): ring position
+  for (int pass = 0, pass_q0 = w.tile_q0; pass_q0 < w.tile_end; ++pass, pass_q0 += args.tile_capacity) {
+    const int nq = min(args.tile_capacity, w.tile_end - pass_q0);
+    const int rows_valid = nq * pack;
+    const int min_pos = w.prefix + pass_q0;
+    const int kv_hi = w.prefix + pass_q0 + nq;
+    const int kv_lo = window >= 0 ? max(0, min_pos - window) : 0;
+    const int first_tile_key = kv_lo / BN * BN;
+    const int num_kv_tiles = (kv_hi - first_tile_key + BN - 1) / BN;
+    const int split_tiles = (num_kv_tiles + kv_splits - 1) / kv_splits;
+    const int tile_begin = min(num_kv_tiles, split_rank * split_tiles);
+    const int tile_end_ = min(num_kv_tiles, tile_begin + split_tiles);
+
+    // Q: rows past the tile's queries are zero.
+    if (pass > 0) mbar_wait(sm.q_empty, (pass - 1) & 1);
+    for (int u = warp; u < BM * kChunks / 32; u += 4) {
+      int r, c;
+      if constexpr (kSwizzle) {
+        r = u / (kChunks / kChunkLanes) * kRowsPerCopy + lane / kChunkLanes;
+        c = u % (kChunks / kChunkLanes) * kChunkLanes + lane % kChunkLanes;
+      } else {
+        r = (u / kQuads) * 8 + row_in_group;
+        c = (u % kQuads) * 4 + chunk_in_quad;
+      }
+      const bool valid = r < rows_valid;
+      const int qi = valid ? r / pack : 0;
+      const int h = q_head0 + (valid ? r % pack : 0);
+      const T* src = q_ptr + int64_t(w.token0 + pass_q0 + qi) * a.q_stride_token +
+                     int64_t(h) * a.q_stride_head + c * 8;
+      cp_async_16(reinterpret_cast<unsigned char*>(sm.q) + tile_byte_off<kChunks, BM, kSwizzle>(r, c),
+                  src, valid);
+    }
+    mbar_arrive_on_cp_async(sm.q_full);
+
+    // Page id of key (first_tile_key + tile * BN + tid), or -1 outside [kv_lo, kv_hi).
+    auto read_page = [&](int tile) {
+      const int j = first_tile_key + tile * BN + tid;
+      if (tid >= BN || tile >= tile_end_ || j < kv_lo || j >= kv_hi) return -1;
+      return a.kv_indices[page_base + j / page_size];
+    };
+    int next_page = read_page(tile_begin);
+    for (int tile = tile_begin; tile < tile_end_; ++tile, ++it) {
+      // Alternate by ring position, not by tile: a new pass must not reuse the last one's table.
+      longlong2* table = sm.row_table + (it & 1) * BN;
+      if (tid < BN) {
+        const int j = first_tile_key + tile * BN + tid;
+        const int slot_in_page = j % page_size;
+        longlong2 offs = make_longlong2(-1, -1);
+        if (next_page >= 0) {
+          offs.x = int64_t(next_page) * a.k_stride_page + int64_t(slot_in_page) * a.k_stride_slot;
+          offs.y = int64_t(next_page) * a.v_stride_page + int64_t(slot_in_page) * a.v_stride_slot;
+        }
+        table[tid] = offs;
+        if (kTma && tid % box_keys == 0) sm.box_pages[(it & 1) * BN + tid / box_keys] = next_page;
+      }
+      next_page = read_page(tile + 1);  // lands while this tile's copies are issued
+      producer_sync();
+      const int slot = it % kStages;
+      const int parity = ((it / kStages) & 1) ^ 1;
+      T* k_dst = sm.kv + 2 * slot * kTileElems;
+      T* v_dst = k_dst + kTileElems;
+      // TMA only for tiles whose every key is attended: the cp.async path zero-fills the others
+      // (a stale NaN in a masked V row would survive P = 0 as 0 * NaN).
+      const int tile_key0 = first_tile_key + tile * BN;
+      const bool tma_tile = kTma && tile_key0 >= kv_lo && tile_key0 + BN <= kv_hi;
+      // Every producer thread arrives once per slot and phase (count 128) on either path.
+      auto copy_tma = [&](const TmaMap* map, T* dst_tile, uint64_t* full) {
+        if (tid == 0) mbar_arrive_expect_tx(full, uint32_t(kTileElems * sizeof(T)));
+        producer_sync();  // the expected bytes are set before any copy can land
+        // Box b: keys [b * box_keys, (b + 1) * box_keys) of the tile, one page.
+        if (tid < BN / box_keys) {
+          const int page = sm.box_pages[(it & 1) * BN + tid];
+          const int slot0 = (tile_key0 + box_keys * tid) % page_size;
+          unsigned char* dst = reinterpret_cast<unsigned char*>(dst_tile) + tid * box_keys * 128;
+#pragma unroll
+          for (int piece = 0; piece < D / 64; ++piece)
+            tma_load_4d(dst + piece * (BN * 128), map, piece * 64, kv_head, slot0, page, full);
+        }
+        if (tid != 0) mbar_arrive(full);
+      };
+      // copy_rows(K or V): the tile's rows from the cache into a ring slot.
+      auto copy_rows = [&](const T* cache, T* dst_tile, bool is_v) {
+        unsigned char* dst = reinterpret_cast<unsigned char*>(dst_tile);
+        if constexpr (kSwizzle) {
+          // Lanes: kRowsPerCopy rows x kChunkLanes consecutive chunks; one chunk per row per thread.
+          const int c0 = lane % kChunkLanes;
+          // Four rows in flight per thread: a full unroll hoists every row's address and spills.
+#pragma unroll 4
+          for (int i = 0; i < BN / (4 * kRowsPerCopy); ++i) {
+            const int r = (i * 4 + warp) * kRowsPerCopy + lane / kChunkLanes;
+            const longlong2 offs = table[r];
+            const int64_t off = is_v ? offs.y : offs.x;
+#pragma unroll
+            for (int c = c0; c < kChunks; c += kChunkLanes)
+              cp_async_16(dst + tile_byte_off<kChunks, BN, true>(r, c), cache + max(off, int64_t(0)) + c * 8,
+                          off >= 0);
+          }
+        } else {
+          // Each thread copies whole rows (all chunk quads of row r, the same lane chunk in each),
+          // so the row's offset is read once and the copies differ by immediates; each warp
+          // instruction covers 8 rows x 4 chunks = 512 contiguous bytes of shared memory.
+#pragma unroll
+          for (int rg = warp; rg < BN / 8; rg += 4) {
+            const int r = rg * 8 + row_in_group;
+            const longlong2 offs = table[r];
+            const int64_t off = is_v ? offs.y : offs.x;
+            const T* src = cache + max(off, int64_t(0)) + chunk_in_quad * 8;
+            unsigned char* d = dst + tile_byte_off<kChunks, BN, false>(r, chunk_in_quad);
+#pragma unroll
+            for (int quad = 0; quad < kQuads; ++quad)
+              cp_async_16(d + quad * 4 * 128, src + quad * 32, off >= 0);
+          }
+        }
+      };
+      // One K or V tile into its slot once the consumers have released it.
+      auto copy_tile = [&](bool is_v) {
+        mbar_wait(is_v ? &sm.v_empty[slot] : &sm.k_empty[slot], parity);
+        uint64_t* full = is_v ? &sm.v_full[slot] : &sm.k_full[slot];
+        T* dst = is_v ? v_dst : k_dst;
+        if (tma_tile) {
+          copy_tma(is_v ? &maps.v : &maps.k, dst, full);
+        } else {
+          copy_rows(is_v ? v_cache : k_cache, dst, is_v);
+          mbar_arrive_on_cp_async(full);
+        }
+      };
+      copy_tile(false);
+      copy_tile(true);
+    }
+  }
+  // Drain this thread's copies (they complete through the full barriers; nothing is committed,
+  // so cp.async.wait_group 0 would wait for none of them). KV split, rank 0: rank 1 writes its
+  // partial over this CTA's Q + ring, the region these copies targeted; meet the consumers at
+  // the barrier that precedes the merge_go release (kv_split_merge.cuh), so that every copy
+  // there has completed by the issuing thread's own wait before rank 1 may write
+  // (docs/racecheck_sm90_kv_split.md: the full-barrier chain already orders them; this one is
+  // the form racecheck follows).
+  cp_async_wait_all();
+  if (kv_splits > 1 && split_rank == 0) merge_sync<Tr::kThreads>();
+}
+#endif  // MA_EXTEND_HAS_WGMMA
+
+}  // namespace mixed_attn::gpu::extend_detail

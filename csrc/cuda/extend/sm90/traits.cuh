@@ -1,0 +1,159 @@
+// Shapes and shared-memory layout of the sm_90a extend kernel, and the two small structs every
+// role is handed: where the CTA's shared-memory regions and mbarriers are (Sm90Smem, carved up
+// in kernel.cuh) and which (query tile, head group, KV split) the CTA works on (Sm90Work).
+#pragma once
+#include <cstdint>
+
+#include "mixed_attn/compat.h"
+
+namespace mixed_attn::gpu::extend_detail {
+
+// Tile shapes of the sm_90a kernel per head dim: kBlockN keys per K/V tile,
+// kStages ring slots, registers per thread after setmaxnreg for producer and
+// consumers (128 * producer + 256 * consumer <= 64K). Overridable for sweeps
+// (-DMA_SM90_D128_BN=... etc., benchmarks/sweep_extend.py).
+#ifndef MA_SM90_D64_BN
+#define MA_SM90_D64_BN 128
+#endif
+#ifndef MA_SM90_D64_ST
+#define MA_SM90_D64_ST 4
+#endif
+#ifndef MA_SM90_D128_BN
+#define MA_SM90_D128_BN 128
+#endif
+#ifndef MA_SM90_D128_ST
+#define MA_SM90_D128_ST 2
+#endif
+#ifndef MA_SM90_D256_BN
+#define MA_SM90_D256_BN 64
+#endif
+#ifndef MA_SM90_D256_ST
+#define MA_SM90_D256_ST 2
+#endif
+// Layout of the cp.async-only instantiation's tiles. 1: the 128-byte-swizzled wgmma
+// layout (see tile_byte_off); 0: the no-swizzle canonical layout, faster on the H200
+// (benchmarks/RESULTS.md): the swizzled copies cost one shared table read per 16-byte
+// chunk instead of per row. The TMA instantiation always uses the swizzled layout.
+#ifndef MA_SM90_SWIZZLE
+#define MA_SM90_SWIZZLE 0
+#endif
+// 1: K/V tiles inside the attended range are copied by TMA into the 128-byte-
+// swizzled layout, one 4-D tensor copy per (16 keys of one page, 64 columns), when
+// the page size is a multiple of 16; edge tiles keep cp.async. Plans TMA cannot
+// serve (other page sizes; head dim 64, see the launcher) run the cp.async-only
+// instantiation. 0: cp.async only.
+#ifndef MA_SM90_TMA
+#define MA_SM90_TMA 1
+#endif
+// 1: issue S(t) with PV(t-1) and exponentiate while PV runs; 0: one GEMM at a time.
+#ifndef MA_SM90_OVERLAP
+#define MA_SM90_OVERLAP 1
+#endif
+
+// Consumer warpgroups (64 query rows each). Three share every K/V tile among
+// 192 rows instead of 128, a third fewer copied bytes per FLOP, but then
+// the consumers have 160 registers: no room for S(t) and P(t-1) at once, so
+// the S/PV overlap is off there.
+#ifndef MA_SM90_D64_WGS
+#define MA_SM90_D64_WGS 3
+#endif
+#ifndef MA_SM90_D128_WGS
+#define MA_SM90_D128_WGS 3
+#endif
+#ifndef MA_SM90_D256_WGS
+#define MA_SM90_D256_WGS 2  // O alone takes 128 registers at head dim 256
+#endif
+
+template <int kBN, int kST, int kWGs, int kProducerRegsIf2, int kConsumerRegsIf2>
+struct Sm90Shape {
+  static_assert(kWGs == 2 || kWGs == 3, "two or three consumer warpgroups");
+  static constexpr int kBlockN = kBN, kStages = kST, kConsumerWGs = kWGs;
+  static constexpr int kBlockM = 64 * kWGs;
+  static constexpr int kThreads = 128 * (kWGs + 1);
+  // Registers per thread after setmaxnreg: 128 * producer + 128 * kWGs * consumer <= 64K.
+  static constexpr int kProducerRegs = kWGs == 2 ? kProducerRegsIf2 : 32;
+  static constexpr int kConsumerRegs = kWGs == 2 ? kConsumerRegsIf2 : 160;
+  static constexpr bool kOverlap = MA_SM90_OVERLAP != 0 && kWGs == 2;
+};
+template <int kHeadDim> struct Sm90Traits;
+template <> struct Sm90Traits<64> : Sm90Shape<MA_SM90_D64_BN, MA_SM90_D64_ST, MA_SM90_D64_WGS, 56, 224> {};
+template <> struct Sm90Traits<128> : Sm90Shape<MA_SM90_D128_BN, MA_SM90_D128_ST, MA_SM90_D128_WGS, 56, 224> {};
+template <> struct Sm90Traits<256> : Sm90Shape<MA_SM90_D256_BN, MA_SM90_D256_ST, MA_SM90_D256_WGS, 40, 232> {};
+
+// Dynamic shared memory of one CTA, in the order kernel.cuh carves it up.
+template <int kHeadDim>
+constexpr int sm90_smem_bytes() {
+  using Tr = Sm90Traits<kHeadDim>;
+  return Tr::kBlockM * kHeadDim * 2                      // Q
+         + Tr::kStages * 2 * Tr::kBlockN * kHeadDim * 2  // K and V slots
+         + 2 * Tr::kBlockN * 16                          // row offset table, two tiles
+         + 2 * Tr::kBlockN * 4                           // page of each TMA box, two tiles
+         + (4 * Tr::kStages + 4) * 8                     // mbarriers
+         + 1024;                                         // room to align the tiles to 1024 B
+}
+
+// KV splits (CTAs of one cluster sharing a query tile): at most 2. Ranks 1.. park
+// their partial O, row max and row sum (fp32, one float4 per thread per 8 output
+// columns, plus one) in rank 0's Q + ring region, which has room for one partial
+// at every head dim (kv_split_merge.cuh). Three splits (room at head dim 64) measured
+// slower than two (benchmarks/RESULTS.md).
+template <int kHeadDim>
+constexpr int sm90_max_kv_splits() {
+  using Tr = Sm90Traits<kHeadDim>;
+  constexpr int region = Tr::kBlockM * kHeadDim * 2 + Tr::kStages * 2 * Tr::kBlockN * kHeadDim * 2;
+  constexpr int partial = (kHeadDim / 8 + 1) * 128 * Tr::kConsumerWGs * 16;
+  static_assert(partial <= region, "rank 0 must have room for one partial");
+  return 2;
+}
+
+// Byte offset of 16-byte chunk c of row r in a tile of kRows rows of kChunks chunks.
+// Swizzled (wgmma "128B swizzle" canonical layout): the row is cut into 128-byte
+// pieces of 8 chunks; piece h of every row forms one block of kRows * 128 bytes;
+// within a piece the chunk index is XORed with the row's low 3 bits. The hardware
+// applies that XOR to address bits 4-6 from bits 7-9, so tiles are 1024-byte
+// aligned. A warp copying one row's 8 chunks per 8 lanes writes 8 distinct bank
+// groups, and reads whole 128-256-byte rows from global memory.
+// Not swizzled: the canonical no-swizzle layout, each 8-row x 16-byte core matrix
+// 128 contiguous bytes, the chunks of an 8-row group 128 B apart, 8-row groups
+// kChunks * 128 B apart.
+template <int kChunks, int kRows, bool kSwizzle>
+__device__ __forceinline__ int tile_byte_off(int r, int c) {
+  if constexpr (kSwizzle)
+    return (c / 8) * (kRows * 128) + r * 128 + (((c % 8) ^ (r % 8)) << 4);
+  else
+    return ((r & 7) * 8 + c * 64 + (r >> 3) * (kChunks * 64)) * 2;
+}
+
+// The CTA's shared memory (kernel.cuh carves it up; sizes in sm90_smem_bytes).
+template <typename T>
+struct Sm90Smem {
+  T* q;                   // [kBlockM][D], 1024-byte aligned
+  T* kv;                  // ring: slot s holds K at 2s * kTileElems, V at (2s + 1) * kTileElems
+  longlong2* row_table;   // [2][kBlockN] (K offset, V offset) in elements of each key's cache row; -1: zero-fill
+  int* box_pages;         // [2][kBlockN] page of each TMA box (TMA tiles; the first kBlockN / box_keys entries)
+  uint64_t* k_full;       // [kStages] mbarriers: the producer has filled the K slot
+  uint64_t* v_full;       // [kStages] ... the V slot
+  uint64_t* k_empty;      // [kStages] every consumer warp is done with the K slot
+  uint64_t* v_empty;      // [kStages] ... the V slot
+  uint64_t* q_full;       // Q is in place
+  uint64_t* q_empty;      // every S GEMM of the pass has completed: Q may be overwritten
+  uint64_t* merge_go;     // rank r > 0: rank 0 has freed its Q + ring region
+  uint64_t* merge_arrived;  // rank 0: every other rank's partials are in place
+};
+
+// The CTA's work: one (extend tile, group of `pack` q heads) and, under a KV split, its rank.
+struct Sm90Work {
+  int split_rank;  // = %cluster_ctarank for a 1-D cluster of kv_splits
+  int kv_splits;   // CTAs (one cluster) sharing the query tile; each covers a share of its K/V tiles
+  int pack;        // q heads packed into the query rows (row = query * pack + head)
+  int q_head0;     // first q head of the group
+  int kv_head;
+  int row;         // the plan's row (sequence) of the tile
+  int tile_q0;     // first query of the tile within the row's extend
+  int token0;      // the row's first token in q / out
+  int prefix;      // cached keys before the extend
+  int tile_end;    // one past the tile's last query
+  int window;      // window_left (< 0: none)
+};
+
+}  // namespace mixed_attn::gpu::extend_detail
