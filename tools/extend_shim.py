@@ -19,11 +19,8 @@ import tempfile
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-try:
-    from mixed_attn.testing import OpExtend
-except ImportError:  # the source tree's package, after scripts/build_inplace.sh
-    sys.path.insert(0, os.path.join(ROOT, "python"))
-    from mixed_attn.testing import OpExtend
+sys.path.insert(0, os.path.join(ROOT, "python"))  # this checkout's package (after build_inplace.sh)
+from mixed_attn.testing import OpExtend  # noqa: E402
 
 
 FP8 = torch.float8_e4m3fn
