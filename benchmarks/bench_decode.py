@@ -4,8 +4,8 @@ Method. One process, one GPU. Ceilings measured first, in the same process:
   copy  = 2 * bytes / time of a device-to-device copy of a 2 GiB bf16 buffer
           (read + write bytes, the figure baselines.md calls copy bandwidth),
   read  = bytes / time of a read-only streaming kernel (16-byte loads) over 4 GiB.
-Each case: random bf16 q and paged KV cache (page 16, pages scattered by a random
-permutation), one plan (host planner, the policy named in the row), then
+Each case: random bf16 q and paged KV cache (mixed_attn.testing.make_batch: page 16, pages
+scattered by a random permutation, drawn on the GPU), one plan (host planner, the policy named in the row), then
 launch_decode timed with CUDA events: 10 warm-up calls, median of 50. The KV
 working set (>= 1 GiB) is far beyond the 50 MB L2, so no rotation is needed.
 KV bytes = sum over decode rows of seq_len * Hkv * D * 2 (K and V) * 2 bytes.
@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "python"))
 from common import measure_ceilings  # noqa: E402
 from mixed_attn.plan_info import field  # noqa: E402
-from mixed_attn.testing import OpPlan, op_forward  # noqa: E402
+from mixed_attn.testing import OpPlan, make_batch, op_forward  # noqa: E402
 
 try:
     from mixed_attn.triton_ref import triton_decode  # noqa: E402
@@ -76,7 +76,7 @@ def flashinfer_decode(q, k_cache, v_cache, kv_indices, kvp, lens, page, out):
     ws = torch.zeros(256 << 20, dtype=torch.uint8, device="cuda")  # its decode workspace must be zeroed
     kv_indptr = kvp.to(torch.int32).cuda()
     npages = kvp[1:] - kvp[:-1]
-    last = (torch.tensor(lens, dtype=torch.int32) - (npages - 1) * page).to(torch.int32).cuda()
+    last = (torch.as_tensor(lens, dtype=torch.int32) - (npages - 1) * page).to(torch.int32).cuda()
     w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=True)
     w.plan(kv_indptr, kv_indices, last, Hq, Hkv, D, page, q_data_type=q.dtype, kv_data_type=k_cache.dtype)
 
@@ -104,17 +104,10 @@ def ceilings():
     return c["copy_tbs"] * 1e12, c["read_tbs"] * 1e12
 
 
-def make_case(rows, seq, Hq, Hkv, D, page=16, gen=None):
-    pages_per_row = (seq + page - 1) // page
-    total = rows * pages_per_row
-    kv_indices = torch.randperm(total, generator=gen).to(torch.int32).cuda()
-    k_cache = torch.randn(total, page, Hkv, D, device="cuda", dtype=torch.bfloat16)
-    v_cache = torch.randn(total, page, Hkv, D, device="cuda", dtype=torch.bfloat16)
-    q = torch.randn(rows, Hq, D, device="cuda", dtype=torch.bfloat16)
-    qo = torch.arange(rows + 1, dtype=torch.int32)
-    kvp = torch.arange(rows + 1, dtype=torch.int32) * pages_per_row
-    lens = [seq] * rows
-    return q, k_cache, v_cache, kv_indices, qo, kvp, lens
+def make_case(rows, seq, Hq, Hkv, D, page=16, seed=0):
+    """`rows` decode rows at context `seq` (bf16), pages scattered over a pool of exactly theirs."""
+    return make_batch([1] * rows, [seq - 1] * rows, Hq, Hkv, D, page, device="cuda", seed=seed,
+                      spare_pages=0)
 
 
 def main():
@@ -131,8 +124,10 @@ def main():
     results = []
     for name in args.cases.split(","):
         c = CASES[name]
-        q, kc, vc, kvi, qo, kvp, lens = make_case(**c)
-        kv_bytes = sum(lens) * c["Hkv"] * c["D"] * 2 * 2
+        b = make_case(**c)
+        q, kc, vc, kvi = b.q, b.k_cache, b.v_cache, b.kv_indices
+        qo, kvp, lens = b.qo_indptr, b.kv_indptr, b.seq_lens
+        kv_bytes = int(lens.sum()) * c["Hkv"] * c["D"] * 2 * 2
         out = torch.empty_like(q)
         lse = torch.empty(q.shape[0], c["Hq"], device="cuda")
         def record(pname, plan, fn):
@@ -179,7 +174,7 @@ def main():
                       f"{r['frac_copy']:.3f}  read {r['frac_read']:.3f}", flush=True)
                 for pname, t in mine.items():
                     print(f"{name:2s} {pname} / fi_dec: {t / t_fi:.3f}x", flush=True)
-        del q, kc, vc, out
+        del b, q, kc, vc, out
         torch.cuda.empty_cache()
     if args.json:
         Path(args.json).write_text(json.dumps(dict(copy_bw=copy_bw, read_bw=read_bw, results=results),

@@ -2,7 +2,8 @@
 
 Method: one process; the ceiling is a bf16 8192^3 torch.matmul on random data,
 timed the same way in the same run. Each case: one extend row (pages of 16, or 1 for -p1 cases,
-tokens scattered at random over the cache, random bf16 data), the plan made
+scattered at random over a pool of 64 spare pages, random bf16 data: mixed_attn.testing.make_batch
+on the GPU), the plan made
 once by the real planner, then the kernel alone timed with
 triton.testing.do_bench (median, warm-up first) when triton is there, else
 CUDA events over 50 launches after 10 warm-up launches.
@@ -17,8 +18,9 @@ Prints TFLOP/s and the fraction of the matmul rate per case and kernel:
          the sm_90a kernel's 192-row tiles would give it a half-empty second block),
          with its time as a ratio to the first kernel's ("triton / auto").
 
-The kernel is reached through the test shim (see tests/test_cuda_extend.py):
-set MA_EXTEND_LIB to a prebuilt library, or it is compiled here with nvcc.
+The kernel runs through torch.ops.mixed_attn (mixed_attn.testing.OpExtend). Lab path only: with
+MA_EXTEND_LIB naming a variant library built by tools/extend_shim.py (tools/sweep_extend.py),
+through that library instead.
 """
 
 import argparse
@@ -29,7 +31,7 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
-from mixed_attn.testing import OpExtend  # noqa: E402
+from mixed_attn.testing import OpExtend, make_batch  # noqa: E402
 
 # name: (new tokens, prefix, Hq, Hkv, D)
 CASES = {
@@ -74,15 +76,10 @@ def matmul_tflops(n=8192):
 
 def run_case(lib, name, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfloat16, fp8=False,
              kernel="auto"):
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    seq = prefix + ext
-    pages = (seq + page_size - 1) // page_size
-    num_pages = pages + 64
     kv_dtype = torch.float8_e4m3fn if fp8 else q_dtype
-    k_cache = torch.randn(num_pages, page_size, hkv, d, device="cuda", generator=gen).to(kv_dtype)
-    v_cache = torch.randn(num_pages, page_size, hkv, d, device="cuda", generator=gen).to(kv_dtype)
-    kv_indices = torch.randperm(num_pages, device="cuda", generator=gen)[:pages].to(torch.int32)
-    q = torch.randn(ext, hq, d, device="cuda", generator=gen).to(q_dtype)
+    b = make_batch([ext], [prefix], hq, hkv, d, page_size, dtype=q_dtype, kv_dtype=kv_dtype, device="cuda",
+                   seed=0, spare_pages=64)
+    q, k_cache, v_cache, kv_indices = b.q, b.k_cache, b.v_cache, b.kv_indices
     out = torch.empty_like(q)
     # The kernel choice goes into the plan: its tile size follows the kernel that will run (192
     # query rows on the sm_90a kernel at head dims 64/128, 128 on the mma.sync one).
@@ -91,7 +88,7 @@ def run_case(lib, name, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfl
         request = {"extend_kernel": 1}
     elif kernel in ("s1", "s2"):
         request = {"extend_kv_splits": int(kernel[1])}
-    info, meta = lib.plan([0, ext], [0, pages], [seq], page_size, hq, hkv, d, **request)
+    info, meta = lib.plan(b.qo_indptr, b.kv_indptr, b.seq_lens, page_size, hq, hkv, d, **request)
     if kernel == "triton":
         from mixed_attn.triton_ref import triton_extend
 
@@ -114,7 +111,7 @@ def main():
     ap.add_argument("--kernels", default="auto,mma,triton", help="comma list of auto, s1, s2, mma, triton")
     args = ap.parse_args()
     kernels = args.kernels.split(",")
-    if os.environ.get("MA_EXTEND_LIB"):  # a variant library built by tools/extend_shim.py
+    if os.environ.get("MA_EXTEND_LIB"):  # lab path: a variant library built by tools/extend_shim.py
         sys.path.insert(0, os.path.join(ROOT, "tools"))
         from extend_shim import ExtendLib
 

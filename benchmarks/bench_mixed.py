@@ -494,15 +494,16 @@ def plan_timing(ctx, sizes, reps):
     if ma is None:
         return {"status": "n/a", "why": ctx.ma_reason, "rows": []}
     import random
+
+    from mixed_attn.testing import batch_indptrs
     rnd = random.Random(7)
     P, Hq, Hkv, D = 16, 32, 8, 128
     out = []
     dev = ctx.device
     for n in sizes:
         rows = [(1024, 256)] + [(rnd.randint(512, 8192) - 1, 1) for _ in range(n - 1)]
-        qo, kv, seq = C.indptrs(rows, P)
-        qo_t, kv_t, seq_t = (torch.tensor(x, dtype=torch.int32) for x in (qo, kv, seq))
-        rec = {"rows": n, "tokens": qo[-1]}
+        qo_t, kv_t, seq_t = batch_indptrs([e for _, e in rows], [p for p, _ in rows], P, tensors=True)
+        rec = {"rows": n, "tokens": int(qo_t[-1])}
         for mode in ("split", "fold"):
             try:
                 w = ma.MixedAttention(Hq, Hkv, D, P, device=dev, max_batch=max(n, 256),

@@ -45,7 +45,9 @@ HQ, HKV, D, PAGE = 32, 8, 128, 16
 
 
 def step(decode_rows, extend_rows=0, extend_len=256, prefix=1024, ctx=1000):
-    """Host int32 qo_indptr, kv_indptr (pages), seq_lens: extend rows first, then decode rows."""
+    """Host int32 qo_indptr, kv_indptr (pages), seq_lens: extend rows first, then decode rows.
+    (Built here, not by mixed_attn.testing.batch_indptrs: this script also times other builds'
+    packages through PYTHONPATH, older ones included.)"""
     ext = [extend_len] * extend_rows + [1] * decode_rows
     seq = [prefix + extend_len] * extend_rows + [ctx] * decode_rows
     qo, kv = [0], [0]

@@ -1,5 +1,6 @@
-"""Shared pieces of the mixed_attn benchmarks: cases, byte/FLOP counts, step builders, timing,
-ceilings, environment description and table formatting.
+"""Shared pieces of the mixed_attn benchmarks: cases, byte/FLOP counts, steps (the cases' rows
+built by mixed_attn.testing.make_batch), timing, ceilings, environment description and table
+formatting.
 
 Torch-only on purpose (Triton and mixed_attn are imported lazily, inside the functions that
 need them), so focused micro-benchmarks (bench_decode.py, bench_extend.py) can import the case
@@ -259,44 +260,22 @@ class Step:
         return self.sub(self.num_extend_rows, n) if n > self.num_extend_rows else None
 
 
-def indptrs(rows, page_size):
-    qo, kv, seq = [0], [0], []
-    for p, e in rows:
-        s = p + e
-        seq.append(s)
-        qo.append(qo[-1] + e)
-        kv.append(kv[-1] + -(-s // page_size))
-    return qo, kv, seq
-
-
 def make_step(case, device, dtype=torch.bfloat16, kv_dtype=None, page_size=16, seed=0,
               spare_pages=7):
-    """Random q/k/v and a random cache whose pages are scattered at random over the pool.
+    """The case's rows (extend rows first) as a mixed_attn.testing.make_batch: random q/k/v and
+    a random cache (randn, never zeros; in kv_dtype, default dtype) whose pages are scattered at
+    random over the pool, generated on the device (a GPU fills gigabytes in milliseconds)."""
+    ma, why = import_mixed_attn()
+    if ma is None:
+        raise NotAvailable(why)
+    from mixed_attn.testing import make_batch
 
-    Generated on the device (a GPU fills gigabytes in milliseconds); values are randn (never
-    zeros), the cache in kv_dtype (default: dtype).
-    """
-    device = torch.device(device)
-    kv_dtype = kv_dtype or dtype
     rows = case.rows()
-    qo, kv, seq = indptrs(rows, page_size)
-    num_pages = kv[-1] + spare_pages
-    g = torch.Generator(device=device)
-    g.manual_seed(seed)
-    perm = torch.randperm(num_pages, generator=g, device=device)[: kv[-1]].to(torch.int32)
-    T, Hq, Hkv, D = qo[-1], case.num_qo_heads, case.num_kv_heads, case.head_dim
-
-    def randn(*shape, dt=dtype):
-        x = torch.empty(*shape, dtype=torch.float32 if dt == torch.float8_e4m3fn else dt,
-                        device=device)
-        x.normal_(generator=g)
-        return x.to(dt)
-
-    return Step(case, randn(T, Hq, D), randn(T, Hkv, D), randn(T, Hkv, D),
-                randn(num_pages, page_size, Hkv, D, dt=kv_dtype),
-                randn(num_pages, page_size, Hkv, D, dt=kv_dtype), perm,
-                torch.tensor(qo, dtype=torch.int32), torch.tensor(kv, dtype=torch.int32),
-                torch.tensor(seq, dtype=torch.int32), page_size, rows)
+    b = make_batch([e for _, e in rows], [p for p, _ in rows], case.num_qo_heads, case.num_kv_heads,
+                   case.head_dim, page_size, dtype=dtype, kv_dtype=kv_dtype, device=device, seed=seed,
+                   spare_pages=spare_pages)
+    return Step(case, b.q, b.k, b.v, b.k_cache, b.v_cache, b.kv_indices, b.qo_indptr, b.kv_indptr,
+                b.seq_lens, page_size, rows)
 
 
 def gather_row_kv(step, b, dtype=None):

@@ -118,6 +118,8 @@ class Engine:
                                    mode=mode)
         if self.w.mode != mode:
             raise C.NotAvailable("MIXED_ATTN_SPLIT_DISPATCH=0 forces fold")
+        from mixed_attn.testing import random_kv_cache
+
         g = torch.Generator(device=device)
         g.manual_seed(cfg.seed)
 
@@ -125,8 +127,7 @@ class Engine:
             return torch.empty(*shape, dtype=dt, device=device).normal_(generator=g)
 
         self.num_pages = cfg.num_pages
-        self.k_cache = randn(self.num_pages, P, Hkv, D)
-        self.v_cache = randn(self.num_pages, P, Hkv, D)
+        self.k_cache, self.v_cache = random_kv_cache(self.num_pages, P, Hkv, D, dt, g)
         T = self.max_tokens
         self.q, self.k, self.v = randn(T, Hq, D), randn(T, Hkv, D), randn(T, Hkv, D)
         self.out = torch.empty(T, Hq, D, dtype=dt, device=device)
@@ -136,18 +137,14 @@ class Engine:
 
     def step(self, rows):
         """rows: [(request, prefix_len, extend_len)] (extend rows first). Returns wall seconds."""
-        P = self.cfg.page_size
-        qo, kv, seq, pages = [0], [0], [], []
-        for r, p, e in rows:
-            s = p + e
-            n = -(-s // P)
-            qo.append(qo[-1] + e)
-            kv.append(kv[-1] + n)
-            seq.append(s)
-            pages.append(r.pages[:n])
-        T, npg = qo[-1], kv[-1]
-        torch.cat(pages, out=self.idx_host[:npg])
-        qo_t, kv_t, seq_t = (torch.tensor(x, dtype=torch.int32) for x in (qo, kv, seq))
+        from mixed_attn.testing import batch_indptrs
+
+        qo_t, kv_t, seq_t = batch_indptrs([e for _, _, e in rows], [p for _, p, _ in rows],
+                                          self.cfg.page_size, tensors=True)
+        T, npg = int(qo_t[-1]), int(kv_t[-1])
+        # The page table: each request's first pages, from the allocator.
+        n = (kv_t[1:] - kv_t[:-1]).tolist()
+        torch.cat([r.pages[:k] for (r, _, _), k in zip(rows, n)], out=self.idx_host[:npg])
         cuda = self.device.type == "cuda"
         t0 = time.perf_counter()
         self.w.plan(qo_t, kv_t, seq_t)

@@ -1,5 +1,7 @@
 """Smoke test of the benchmark scripts: their --quick CPU versions run end to end, the op they
 time agrees with the fp32 reference, and the JSON / markdown outputs hold what the lead pastes.
+The only test module that imports benchmarks/ (the others build their batches with
+mixed_attn.testing).
 """
 
 import json
@@ -107,3 +109,23 @@ def test_bench_plan_host_quick_cpu(tmp_path, capsys):
     lines = md.read_text().splitlines()
     assert lines[0].startswith("| wrapper | step | wrapper µs |") and len(lines) == 2 + 2 * 4
     assert all(float(x) > 0 for line in lines[2:] for x in line.strip("|").split("|")[2:])
+
+
+def test_bench_transformers_tiny(tmp_path):
+    """benchmarks/bench_transformers.py --tiny runs end to end on the CPU; fp32 tokens identical.
+    Needs the transformers version tests/test_transformers_integration.py pins."""
+    transformers = pytest.importorskip("transformers")
+    import mixed_attn.integrations.transformers as ma_tf
+
+    if ma_tf._version_tuple(transformers.__version__) not in ma_tf.SUPPORTED_VERSIONS:
+        pytest.skip(f"transformers {transformers.__version__} is installed; the adapter supports 5.17.x")
+    import bench_transformers
+
+    md, js = tmp_path / "bt.md", tmp_path / "bt.json"
+    rc = bench_transformers.main(["--tiny", "--cpu", "--impls", "mixed_attn,sdpa",
+                                  "--markdown", str(md), "--json", str(js)])
+    assert rc == 0
+    text = md.read_text()
+    assert "| paged\\|mixed_attn |" in text and "| paged\\|sdpa |" in text
+    ident = json.loads(js.read_text())["identity"]
+    assert ident["frac_identical_requests"] == 1.0 and not ident["suspect_divergences"]

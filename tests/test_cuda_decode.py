@@ -12,7 +12,7 @@ import torch
 import mixed_attn
 from mixed_attn.plan_info import field
 from mixed_attn.reference import reference_attention, reference_save_kv
-from mixed_attn.testing import OpPlan, op_forward
+from mixed_attn.testing import OpPlan, make_batch, op_forward
 
 
 if not (torch.cuda.is_available() and mixed_attn.has_cuda_kernels()):
@@ -24,33 +24,26 @@ TOL = {torch.bfloat16: 2e-2, torch.float16: 4e-3}
 
 
 class Batch:
-    """Decode rows (and optionally extend rows) over a randomly scattered paged cache."""
+    """Decode rows (and optionally extend rows) over a randomly scattered paged cache
+    (mixed_attn.testing.make_batch, drawn on the GPU), with the op's plan, run and reference."""
 
     def __init__(self, seq_lens, Hq, Hkv, D, page_size, dtype=torch.bfloat16, kv_dtype=None,
-                 extend_lens=None, k_scale=1.0, v_scale=1.0, gen=None):
+                 extend_lens=None, k_scale=1.0, v_scale=1.0, seed=0):
         kv_dtype = kv_dtype or dtype
         B = len(seq_lens)
         extend_lens = extend_lens or [1] * B
+        # Pages scattered over 5 spare ones; an fp8 cache holds randn * 2 quantised with the scales.
+        b = make_batch(extend_lens, [s - e for s, e in zip(seq_lens, extend_lens)], Hq, Hkv, D,
+                       page_size, dtype=dtype, kv_dtype=kv_dtype, device=DEV, seed=seed, spare_pages=5,
+                       k_scale=k_scale, v_scale=v_scale, cache_std=2.0 if kv_dtype == FP8 else 1.0)
         self.seq_lens = list(seq_lens)
         self.extend_lens = list(extend_lens)
         self.page_size = page_size
-        pages = [(s + page_size - 1) // page_size for s in seq_lens]
-        self.kv_indptr = torch.tensor([0] + list(torch.tensor(pages).cumsum(0)), dtype=torch.int32)
-        total = int(self.kv_indptr[-1])
-        num_pages = total + 5
-        self.kv_indices = torch.randperm(num_pages, generator=gen)[:total].to(torch.int32)
-        self.qo_indptr = torch.tensor([0] + list(torch.tensor(extend_lens).cumsum(0)), dtype=torch.int32)
-        T = int(self.qo_indptr[-1])
-        shape = (num_pages, page_size, Hkv, D)
-        if kv_dtype == FP8:
-            self.k_cache = (torch.randn(shape, device=DEV) * 2 / k_scale).clamp(-448, 448).to(FP8)
-            self.v_cache = (torch.randn(shape, device=DEV) * 2 / v_scale).clamp(-448, 448).to(FP8)
-        else:
-            self.k_cache = torch.randn(shape, device=DEV).to(kv_dtype)
-            self.v_cache = torch.randn(shape, device=DEV).to(kv_dtype)
-        self.q = torch.randn(T, Hq, D, device=DEV).to(dtype)
+        self.kv_indptr, self.qo_indptr = b.kv_indptr, b.qo_indptr
+        self.kv_indices = b.kv_indices.cpu()
+        self.k_cache, self.v_cache, self.q = b.k_cache, b.v_cache, b.q
         self.k_scale, self.v_scale = k_scale, v_scale
-        self.kv_indices_dev = self.kv_indices.to(DEV)
+        self.kv_indices_dev = b.kv_indices
         self.Hq, self.Hkv, self.D = Hq, Hkv, D
         self.dtype, self.kv_dtype = dtype, kv_dtype
 
@@ -183,9 +176,8 @@ def test_partials_match_reference_per_split():
 
 
 def test_deterministic_batch_invariance():
-    torch.manual_seed(1)
     lens = [5000, 33, 9000, 2048, 2049, 700]
-    batch = Batch(lens, 32, 8, 128, 16)
+    batch = Batch(lens, 32, 8, 128, 16, seed=1)
     full = batch.plan(deterministic=True)
     out_b, lse_b, _, _ = batch.run(full)
     for b in range(len(lens)):
@@ -202,7 +194,8 @@ def test_deterministic_batch_invariance():
         assert torch.equal(lse_1[0], lse_b[b])
     # Reversed order, with extend rows around (they must stay untouched).
     order = list(reversed(range(len(lens))))
-    mixed = Batch([lens[i] for i in order] + [300], 32, 8, 128, 16, extend_lens=[1] * len(lens) + [7])
+    mixed = Batch([lens[i] for i in order] + [300], 32, 8, 128, 16, extend_lens=[1] * len(lens) + [7],
+                  seed=2)
     mixed.k_cache, mixed.v_cache = batch.k_cache, batch.v_cache
     ind = torch.cat([batch.kv_indices[int(batch.kv_indptr[i]) : int(batch.kv_indptr[i + 1])] for i in order]
                     + [batch.kv_indices[:19]])

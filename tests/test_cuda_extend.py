@@ -1,10 +1,10 @@
 """CUDA extend kernel (csrc/cuda/extend*.cu) against the fp64 reference.
 
 The kernel runs through torch.ops.mixed_attn (fold-mode plans from the real
-planner). With MA_EXTEND_LIB set, through a variant library built by
-tools/extend_shim.py instead (tile-shape sweeps). Every test
-draws fresh random inputs, poisons out/lse with NaN and the unused cache slots
-with NaN (so a kernel that reads a key outside the row, or leaves an output
+planner). Lab path only: with MA_EXTEND_LIB set, through a variant library built by
+tools/extend_shim.py instead (tools/sweep_extend.py's tile-shape sweeps). Every test
+draws fresh random inputs (mixed_attn.testing.make_batch), poisons out/lse with NaN and the
+unused cache slots with NaN (so a kernel that reads a key outside the row, or leaves an output
 unwritten, fails).
 """
 
@@ -16,6 +16,7 @@ import torch
 import mixed_attn
 from mixed_attn.reference import reference_attention
 from mixed_attn.plan_info import field
+from mixed_attn import testing
 from mixed_attn.testing import OpExtend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -53,60 +54,38 @@ def extend_kernel(request, lib):
     lib.request = {}
 
 
-def make_batch(ext_lens, prefix_lens, hq, hkv, d, page_size, q_dtype, kv_dtype, gen, extra_pages=3):
-    """Random q and paged caches with pages scattered; unused slots poisoned with NaN."""
-    seq_lens = [p + e for p, e in zip(prefix_lens, ext_lens)]
-    pages_per_row = [(s + page_size - 1) // page_size for s in seq_lens]
-    num_pages = sum(pages_per_row) + extra_pages
-    perm = torch.randperm(num_pages, generator=gen)[: sum(pages_per_row)].to(torch.int32)
-    kv_indptr = [0]
-    for n in pages_per_row:
-        kv_indptr.append(kv_indptr[-1] + n)
-    qo_indptr = [0]
-    for e in ext_lens:
-        qo_indptr.append(qo_indptr[-1] + e)
-    T = qo_indptr[-1]
-    q = torch.randn(T, hq, d, generator=gen).to(q_dtype)
-    store = torch.float32 if kv_dtype == FP8 else kv_dtype
-    k_cache = torch.full((num_pages, page_size, hkv, d), float("nan"), dtype=store)
-    v_cache = torch.full((num_pages, page_size, hkv, d), float("nan"), dtype=store)
-    for b, s in enumerate(seq_lens):
-        for j in range(0, s, page_size):
-            n = min(page_size, s - j)
-            page = int(perm[kv_indptr[b] + j // page_size])
-            k_cache[page, :n] = torch.randn(n, hkv, d, generator=gen) * (4.0 if kv_dtype == FP8 else 1.0)
-            v_cache[page, :n] = torch.randn(n, hkv, d, generator=gen) * (4.0 if kv_dtype == FP8 else 1.0)
-    k_cache = k_cache.to(kv_dtype)
-    v_cache = v_cache.to(kv_dtype)
-    return dict(q=q, k_cache=k_cache, v_cache=v_cache, qo_indptr=qo_indptr, kv_indptr=kv_indptr,
-                kv_indices=perm, seq_lens=seq_lens)
+def make_batch(ext_lens, prefix_lens, hq, hkv, d, page_size, q_dtype=torch.bfloat16, kv_dtype=None, seed=0):
+    """mixed_attn.testing.make_batch on the GPU, pages scattered over 3 spare ones, the slots no row
+    covers poisoned with NaN; fp8 caches hold randn * 4 (the kernel's scales come on top)."""
+    kv_dtype = kv_dtype or q_dtype
+    return testing.make_batch(ext_lens, prefix_lens, hq, hkv, d, page_size, dtype=q_dtype,
+                              kv_dtype=kv_dtype, device="cuda", seed=seed, spare_pages=3,
+                              cache_std=4.0 if kv_dtype == FP8 else 1.0, poison_unused=True)
 
 
 def run_and_check(lib, ext_lens, prefix_lens, hq=4, hkv=2, d=128, page_size=16, q_dtype=torch.bfloat16,
                   kv_dtype=None, window_left=-1, logit_cap=0.0, use_sinks=False, want_lse=True,
                   mode=MODE_FOLD, tile_tokens=None, seed=0):
     kv_dtype = kv_dtype or q_dtype
-    gen = torch.Generator().manual_seed(seed)
-    b = make_batch(ext_lens, prefix_lens, hq, hkv, d, page_size, q_dtype, kv_dtype, gen)
+    b = make_batch(ext_lens, prefix_lens, hq, hkv, d, page_size, q_dtype, kv_dtype, seed=seed)
     k_scale = 0.37 if kv_dtype == FP8 else 1.0
     v_scale = 0.61 if kv_dtype == FP8 else 1.0
-    sinks = (torch.randn(hq, generator=gen) * 2.0) if use_sinks else None
-    info, meta = lib.plan(b["qo_indptr"], b["kv_indptr"], b["seq_lens"], page_size, hq, hkv, d,
+    sinks = (torch.randn(hq, generator=torch.Generator().manual_seed(seed)) * 2.0) if use_sinks else None
+    info, meta = lib.plan(b.qo_indptr, b.kv_indptr, b.seq_lens, page_size, hq, hkv, d,
                           window_left=window_left, mode=mode, tile_tokens=tile_tokens,
                           kv_fp8=kv_dtype == FP8)
     dev = "cuda"
-    q = b["q"].to(dev)
-    kc, vc = b["k_cache"].to(dev), b["v_cache"].to(dev)
+    q = b.q
     out = torch.full_like(q, float("nan"))
     lse = torch.full((q.shape[0], hq), float("nan"), device=dev) if want_lse else None
-    lib.run(info, meta, q, kc, vc, b["kv_indices"].to(dev), out, lse=lse,
+    lib.run(info, meta, q, b.k_cache, b.v_cache, b.kv_indices, out, lse=lse,
             sinks=sinks.to(dev) if sinks is not None else None, logit_cap=logit_cap,
             window_left=window_left, k_scale=k_scale, v_scale=v_scale)
     torch.cuda.synchronize()
     ref_out, ref_lse = reference_attention(
-        b["q"], b["k_cache"], b["v_cache"], torch.tensor(b["qo_indptr"]), torch.tensor(b["seq_lens"]),
-        torch.tensor(b["kv_indptr"]), b["kv_indices"], page_size, logit_cap=logit_cap,
-        window_left=window_left, sinks=sinks, k_scale=k_scale, v_scale=v_scale)
+        q.cpu(), b.k_cache.cpu(), b.v_cache.cpu(), b.qo_indptr, b.seq_lens, b.kv_indptr,
+        b.kv_indices.cpu(), page_size, logit_cap=logit_cap, window_left=window_left, sinks=sinks,
+        k_scale=k_scale, v_scale=v_scale)
     got = out.double().cpu()
     assert torch.isfinite(got).all(), "out has unwritten (NaN) or non-finite elements"
     rel = ((got - ref_out).norm() / ref_out.norm()).item()
@@ -199,10 +178,9 @@ def test_tile_tokens_values(lib):
 
 def test_repeatable(lib):
     # Same inputs twice: bitwise identical (a moving result is a race).
-    gen = torch.Generator().manual_seed(3)
-    b = make_batch([300, 45], [700, 3], 8, 2, 128, 16, torch.bfloat16, torch.bfloat16, gen)
-    info, meta = lib.plan(b["qo_indptr"], b["kv_indptr"], b["seq_lens"], 16, 8, 2, 128)
-    q, kc, vc, idx = b["q"].cuda(), b["k_cache"].cuda(), b["v_cache"].cuda(), b["kv_indices"].cuda()
+    b = make_batch([300, 45], [700, 3], 8, 2, 128, 16, seed=3)
+    info, meta = lib.plan(b.qo_indptr, b.kv_indptr, b.seq_lens, 16, 8, 2, 128)
+    q, kc, vc, idx = b.q, b.k_cache, b.v_cache, b.kv_indices
     outs = []
     for _ in range(2):
         out = torch.full_like(q, float("nan"))
@@ -220,12 +198,11 @@ def test_extend_backend_selects_the_portable_kernel(lib, extend_kernel):
         pytest.skip("one run compares both kernels")
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the sm_90a kernel exists only on compute capability 9.0")
-    gen = torch.Generator().manual_seed(4)
-    b = make_batch([200], [1000], 8, 2, 128, 16, torch.bfloat16, torch.bfloat16, gen)
-    q, kc, vc, idx = b["q"].cuda(), b["k_cache"].cuda(), b["v_cache"].cuda(), b["kv_indices"].cuda()
+    b = make_batch([200], [1000], 8, 2, 128, 16, seed=4)
+    q, kc, vc, idx = b.q, b.k_cache, b.v_cache, b.kv_indices
     outs = []
     for kernel in (0, 1):  # auto, mma
-        info, meta = lib.plan(b["qo_indptr"], b["kv_indptr"], b["seq_lens"], 16, 8, 2, 128,
+        info, meta = lib.plan(b.qo_indptr, b.kv_indptr, b.seq_lens, 16, 8, 2, 128,
                               extend_kernel=kernel)
         assert field(info, "extend_kernel") == (2 if kernel == 0 else 1)
         out = torch.full_like(q, float("nan"))
@@ -250,12 +227,11 @@ def test_forced_kv_splits(lib, extend_kernel, splits):
         run_and_check(lib, ext_lens=[500, 9], prefix_lens=[5000, 3001], hq=8, hkv=2, d=d, page_size=16,
                       window_left=window_left, use_sinks=True, seed=splits * 31 + d)
     lib.request = {}
-    gen = torch.Generator().manual_seed(6)
-    b = make_batch([300], [4000], 8, 2, 128, 16, torch.bfloat16, torch.bfloat16, gen)
-    q, kc, vc, idx = b["q"].cuda(), b["k_cache"].cuda(), b["v_cache"].cuda(), b["kv_indices"].cuda()
+    b = make_batch([300], [4000], 8, 2, 128, 16, seed=6)
+    q, kc, vc, idx = b.q, b.k_cache, b.v_cache, b.kv_indices
     outs = []
     for n in (1, splits):
-        info, meta = lib.plan(b["qo_indptr"], b["kv_indptr"], b["seq_lens"], 16, 8, 2, 128,
+        info, meta = lib.plan(b.qo_indptr, b.kv_indptr, b.seq_lens, 16, 8, 2, 128,
                               extend_kv_splits=n)
         assert field(info, "extend_kv_splits") == min(n, 2)
         out = torch.full_like(q, float("nan"))
@@ -271,14 +247,13 @@ def test_deterministic_plan_extend_row_is_batch_invariant(lib, extend_kernel):
     # three waves of the H200's 132 SMs: never split) it must give the same bits.
     if extend_kernel != "auto":
         pytest.skip("the policy runs in the default configuration only")
-    gen = torch.Generator().manual_seed(8)
     hq, hkv, d = 8, 2, 128
-    b = make_batch([200, 12000], [3000, 100], hq, hkv, d, 16, torch.bfloat16, torch.bfloat16, gen)
-    q, kc, vc, idx = b["q"].cuda(), b["k_cache"].cuda(), b["v_cache"].cuda(), b["kv_indices"].cuda()
-    first = b["qo_indptr"][1]
-    alone = lib.plan(b["qo_indptr"][:2], b["kv_indptr"][:2], b["seq_lens"][:1], 16, hq, hkv, d,
+    b = make_batch([200, 12000], [3000, 100], hq, hkv, d, 16, seed=8)
+    q, kc, vc, idx = b.q, b.k_cache, b.v_cache, b.kv_indices
+    first = int(b.qo_indptr[1])
+    alone = lib.plan(b.qo_indptr[:2], b.kv_indptr[:2], b.seq_lens[:1], 16, hq, hkv, d,
                      deterministic=True)
-    both = lib.plan(b["qo_indptr"], b["kv_indptr"], b["seq_lens"], 16, hq, hkv, d, deterministic=True)
+    both = lib.plan(b.qo_indptr, b.kv_indptr, b.seq_lens, 16, hq, hkv, d, deterministic=True)
     out_alone = torch.full_like(q[:first], float("nan"))
     lib.run(*alone, q[:first], kc, vc, idx, out_alone)
     out_both = torch.full_like(q, float("nan"))

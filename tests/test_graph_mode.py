@@ -15,7 +15,8 @@ import mixed_attn
 from helpers import TOL
 from mixed_attn import MixedAttention
 from mixed_attn.plan_info import field
-from mixed_attn.reference import FP8, quantize_fp8, reference_forward
+from mixed_attn.reference import FP8, reference_forward
+from mixed_attn.testing import batch_indptrs, make_batch, random_kv_cache
 
 HAVE_GPU = torch.cuda.is_available() and mixed_attn.has_cuda_kernels()
 needs_gpu = pytest.mark.skipif(not HAVE_GPU, reason="needs a CUDA GPU and a build with the CUDA kernels")
@@ -33,13 +34,7 @@ class Engine:
         self.k_scale, self.v_scale = (0.5, 2.0) if self.kv_dtype == FP8 else (1.0, 1.0)
         g = torch.Generator().manual_seed(seed)
         self.gen = g
-        shape = (pool_pages, page, hkv, d)
-        if self.kv_dtype == FP8:
-            kc = quantize_fp8(torch.randn(shape, generator=g), self.k_scale)
-            vc = quantize_fp8(torch.randn(shape, generator=g), self.v_scale)
-        else:
-            kc = torch.randn(shape, generator=g).to(self.dtype)
-            vc = torch.randn(shape, generator=g).to(self.dtype)
+        kc, vc = random_kv_cache(pool_pages, page, hkv, d, self.kv_dtype, g, self.k_scale, self.v_scale)
         self.pool0 = (kc, vc)  # host copies: the cache before every step
         self.k_cache, self.v_cache = kc.to(self.device), vc.to(self.device)
         self.pool_pages = pool_pages
@@ -58,29 +53,21 @@ class Engine:
 
     def step(self, ext, pre):
         """Fills the static buffers with a fresh step in place; returns its host description."""
-        g = self.gen
-        seq = [e + p for e, p in zip(ext, pre)]
-        qo, kvp = [0], [0]
-        for e, s in zip(ext, seq):
-            qo.append(qo[-1] + e)
-            kvp.append(kvp[-1] + (s + self.page - 1) // self.page)
-        T, P = qo[-1], kvp[-1]
-        assert P <= self.pool_pages
-        kv_indices = torch.randperm(self.pool_pages, generator=g)[:P].to(torch.int32)
-        q = torch.randn(T, self.hq, self.d, generator=g).to(self.dtype)
-        k = torch.randn(T, self.hkv, self.d, generator=g).to(self.dtype)
-        v = torch.randn(T, self.hkv, self.d, generator=g).to(self.dtype)
+        b = make_batch(ext, pre, self.hq, self.hkv, self.d, self.page, dtype=self.dtype,
+                       generator=self.gen, kv_cache=self.pool0)
+        T, q, k, v = b.q.shape[0], b.q, b.k, b.v
+        P = b.kv_indices.numel()
         for buf, x in ((self.q, q), (self.k, k), (self.v, v)):
             buf.fill_(float("nan"))
             buf[:T].copy_(x[: buf.shape[0]])  # a step over the bucket: only for its error test
         n = min(P, self.kv_indices.numel())  # more only in the test of that error
-        self.kv_indices[:n].copy_(kv_indices[:n])
+        self.kv_indices[:n].copy_(b.kv_indices[:n])
         self.k_cache.copy_(self.pool0[0])
         self.v_cache.copy_(self.pool0[1])
         self.out.fill_(float("nan"))
         self.lse.fill_(float("nan"))
-        t = lambda x: torch.tensor(x, dtype=torch.int32)  # noqa: E731
-        return dict(qo=t(qo), kvp=t(kvp), seq=t(seq), kv_indices=kv_indices, q=q, k=k, v=v, T=T)
+        return dict(qo=b.qo_indptr, kvp=b.kv_indptr, seq=b.seq_lens, kv_indices=b.kv_indices, q=q, k=k,
+                    v=v, T=T)
 
     def run(self):
         self.wrapper.run(self.q, self.k_cache, self.v_cache, self.kv_indices, k=self.k, v=self.v,
@@ -194,12 +181,8 @@ def test_graph_bucket_partials_bound_holds(decode_max_q, deterministic):
         ext = [rng.randint(1, decode_max_q) for _ in range(B)]
         while sum(ext) > 512:
             ext[rng.randrange(B)] = 1
-        seq = [e + rng.choice([0, 5, 300, 4000, 60000, 100000]) for e in ext]
-        qo, kv = [0], [0]
-        for e, s in zip(ext, seq):
-            qo.append(qo[-1] + e)
-            kv.append(kv[-1] + (s + 15) // 16)
-        info = w.plan(qo, kv, seq)
+        pre = [rng.choice([0, 5, 300, 4000, 60000, 100000]) for _ in ext]
+        info = w.plan(*batch_indptrs(ext, pre, 16))
         worst = max(worst, field(info, "num_partials"))
     assert worst <= bound
 

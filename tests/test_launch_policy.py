@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from mixed_attn.plan_info import CONFIG_FIELDS, FIELDS, field, make_config
+from mixed_attn.testing import batch_indptrs
 
 # Device descriptions the policy is asked about: (kind, arch, num_sms, sm90_extend, tma_encoder).
 H200 = dict(device_kind=1, device_arch=90, num_sms=132, device_sm90_extend=1, device_tma_encoder=1)
@@ -23,14 +24,9 @@ def policy(dev, d=128, hq=32, hkv=8, page=16, **kw):
 
 
 def plan(dev, ext, pre, d=128, hq=32, hkv=8, page=16, **kw):
-    seq = [e + p for e, p in zip(ext, pre)]
-    qo, kv = [0], [0]
-    for e, s in zip(ext, seq):
-        qo.append(qo[-1] + e)
-        kv.append(kv[-1] + (s + page - 1) // page)
     meta = torch.zeros(1 << 20, dtype=torch.int32)
-    t = lambda x: torch.tensor(x, dtype=torch.int32)  # noqa: E731
-    return torch.ops.mixed_attn.plan(t(qo), t(kv), t(seq), meta, make_config("cpu", page, hq, hkv, d, **dev, **kw))
+    return torch.ops.mixed_attn.plan(*batch_indptrs(ext, pre, page, tensors=True), meta,
+                                     make_config("cpu", page, hq, hkv, d, **dev, **kw))
 
 
 def test_field_lists_come_from_cpp():

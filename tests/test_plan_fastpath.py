@@ -10,6 +10,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from mixed_attn import MixedAttention, _ops
 from mixed_attn.plan_info import INDEX
+from mixed_attn.testing import batch_indptrs
 
 pytestmark = pytest.mark.skipif(_ops.FASTPLAN is None, reason="this build has no mixed_attn._fastplan")
 
@@ -18,12 +19,7 @@ i32 = torch.int32
 
 
 def step(ext, pre, page=PAGE):
-    seq = [e + p for e, p in zip(ext, pre)]
-    qo, kv = [0], [0]
-    for e, s in zip(ext, seq):
-        qo.append(qo[-1] + e)
-        kv.append(kv[-1] + (s + page - 1) // page)
-    return torch.tensor(qo, dtype=i32), torch.tensor(kv, dtype=i32), torch.tensor(seq, dtype=i32)
+    return batch_indptrs(ext, pre, page, tensors=True)
 
 
 def pair(**kw):

@@ -7,15 +7,12 @@ import torch
 
 from mixed_attn import MixedAttention
 from mixed_attn.plan_info import MAGIC, field, make_config, unpack_meta
+from mixed_attn.testing import batch_indptrs
 
 
 def plan(ext, pre, page_size=16, Hq=32, Hkv=8, D=128, window_left=-1, mode=0, num_sms=132,
          deterministic=False, fixed=2048, max_splits=32, tile=64, meta_cap=100000, decode_max_q=0):
-    seq = [e + p for e, p in zip(ext, pre)]
-    qo, kv = [0], [0]
-    for e, s in zip(ext, seq):
-        qo.append(qo[-1] + e)
-        kv.append(kv[-1] + (s + page_size - 1) // page_size)
+    qo, kv, seq = batch_indptrs(ext, pre, page_size)
     meta = torch.full((meta_cap,), -7, dtype=torch.int32)
     t = lambda x: torch.tensor(x, dtype=torch.int32)  # noqa: E731
     cfg = make_config("cpu", page_size, Hq, Hkv, D, num_sms=num_sms, window_left=window_left,
@@ -162,14 +159,8 @@ def test_gpu_plans_of_verify_rows(group, decode_max_q, deterministic):
         B = rng.randint(1, 32)
         ext = [rng.randint(1, decode_max_q) for _ in range(B)]
         pre = [rng.choice([0, 7, 900, 5000, 30000]) for _ in range(B)]
-        seq = [e + p for e, p in zip(ext, pre)]
-        qo, kv = [0], [0]
-        for e, s in zip(ext, seq):
-            qo.append(qo[-1] + e)
-            kv.append(kv[-1] + (s + 15) // 16)
         meta = torch.zeros(100000, dtype=torch.int32)
-        t = lambda x: torch.tensor(x, dtype=torch.int32)  # noqa: E731
-        info = torch.ops.mixed_attn.plan(t(qo), t(kv), t(seq), meta, cfg)
+        info = torch.ops.mixed_attn.plan(*batch_indptrs(ext, pre, 16, tensors=True), meta, cfg)
         assert field(info, "num_decode_rows") == B and field(info, "num_partials") <= bound
         blocks = field(info, "decode_cta_blocks")
         need = -(-decode_max_q * group // 16)

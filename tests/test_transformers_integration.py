@@ -185,23 +185,6 @@ def test_version_and_name_checks():
         ma_tf.register(mode="fast")
 
 
-def test_bench_transformers_tiny(tmp_path):
-    """benchmarks/bench_transformers.py --tiny runs end to end on the CPU; fp32 tokens identical."""
-    import os
-    import sys
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
-    import bench_transformers
-    md, js = tmp_path / "bt.md", tmp_path / "bt.json"
-    rc = bench_transformers.main(["--tiny", "--cpu", "--impls", "mixed_attn,sdpa",
-                                  "--markdown", str(md), "--json", str(js)])
-    assert rc == 0
-    text = md.read_text()
-    assert "| paged\\|mixed_attn |" in text and "| paged\\|sdpa |" in text
-    import json
-    ident = json.loads(js.read_text())["identity"]
-    assert ident["frac_identical_requests"] == 1.0 and not ident["suspect_divergences"]
-
-
 class _FakeCache:
     """The parts of transformers' PagedAttentionCache the adapter reads, one full-attention group."""
 

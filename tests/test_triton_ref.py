@@ -34,6 +34,7 @@ except ImportError:
 
 from mixed_attn.plan_info import MODE_FOLD, MODE_SPLIT, field, make_config, unpack_meta  # noqa: E402
 from mixed_attn.reference import FP8, reference_attention, reference_save_kv  # noqa: E402
+from mixed_attn.testing import make_batch  # noqa: E402
 from mixed_attn.triton_ref import triton_decode, triton_forward, triton_save_kv  # noqa: E402
 
 HAS_CUDA = torch.cuda.is_available()
@@ -46,33 +47,29 @@ CPU = torch.device("cpu")
 # Helpers
 # ------------------------------------------------------------------------------------------
 class Case:
-    """A random mixed batch over a scattered paged cache (every slot random, never zeros)."""
+    """A random mixed batch over a scattered paged cache (every slot random, never zeros): a
+    mixed_attn.testing.make_batch with the names these tests use, rows as (prefix, extend)."""
 
     def __init__(self, rows, Hq, Hkv, D, page_size, dtype=torch.bfloat16, kv_dtype=None, seed=0,
                  k_scale=1.0, v_scale=1.0, with_sinks=False, spare_pages=3):
         g = torch.Generator().manual_seed(seed)
         kv_dtype = kv_dtype or dtype
         self.rows = rows  # [(prefix_len, extend_len)]
-        self.Hq, self.Hkv, self.D, self.page_size = Hq, Hkv, D, page_size
-        self.qo, self.kvp, self.seq = [0], [0], []
-        for prefix, ext in rows:
-            s = prefix + ext
-            self.qo.append(self.qo[-1] + ext)
-            self.seq.append(s)
-            self.kvp.append(self.kvp[-1] + (s + page_size - 1) // page_size)
-        T = self.qo[-1]
-        num_pages = self.kvp[-1] + spare_pages
-        self.kv_indices = torch.randperm(num_pages, generator=g)[: self.kvp[-1]].to(torch.int32)
-        self.q = torch.randn(T, Hq, D, generator=g).to(dtype)
-        self.k = torch.randn(T, Hkv, D, generator=g).to(dtype)
-        self.v = torch.randn(T, Hkv, D, generator=g).to(dtype)
-        shape = (num_pages, page_size, Hkv, D)
+        self.Hq, self.Hkv, self.D = Hq, Hkv, D
         self.k_scale = k_scale if kv_dtype == FP8 else 1.0
         self.v_scale = v_scale if kv_dtype == FP8 else 1.0
-        self.k_cache = (torch.randn(shape, generator=g) / self.k_scale).to(kv_dtype)
-        self.v_cache = (torch.randn(shape, generator=g) / self.v_scale).to(kv_dtype)
+        self._adopt(make_batch([e for _, e in rows], [p for p, _ in rows], Hq, Hkv, D, page_size,
+                               dtype=dtype, kv_dtype=kv_dtype, generator=g, spare_pages=spare_pages,
+                               k_scale=self.k_scale, v_scale=self.v_scale))
         self.sinks = torch.randn(Hq, generator=g) * 2 if with_sinks else None
-        self.T = T
+
+    def _adopt(self, b):
+        """Takes the layout and tensors of a mixed_attn.testing.MixedBatch (host lists of indptrs)."""
+        self.page_size = b.page_size
+        self.qo, self.kvp, self.seq = b.qo_indptr.tolist(), b.kv_indptr.tolist(), b.seq_lens.tolist()
+        self.kv_indices = b.kv_indices
+        self.q, self.k, self.v, self.k_cache, self.v_cache = b.q, b.k, b.v, b.k_cache, b.v_cache
+        self.T = self.qo[-1]
 
 
 def make_plan(case, mode=MODE_SPLIT, window_left=-1, deterministic=False, fixed_split_tokens=2048,
@@ -307,20 +304,11 @@ def test_decode_row_alone_equals_in_batch():
 def _repaged(case, page_size, row_order, seed):
     """The same logical batch with another page size, rows in another order, pages shuffled anew."""
     import copy
-    g = torch.Generator().manual_seed(seed)
     new = copy.copy(case)
     new.rows = [case.rows[b] for b in row_order]
-    new.page_size = page_size
-    new.qo, new.kvp, new.seq = [0], [0], []
-    for prefix, ext in new.rows:
-        new.qo.append(new.qo[-1] + ext)
-        new.seq.append(prefix + ext)
-        new.kvp.append(new.kvp[-1] + (prefix + ext + page_size - 1) // page_size)
-    num_pages = new.kvp[-1] + 2
-    new.kv_indices = torch.randperm(num_pages, generator=g)[: new.kvp[-1]].to(torch.int32)
-    shape = (num_pages, page_size) + tuple(case.k_cache.shape[2:])
-    new.k_cache = torch.randn(shape, generator=g).to(case.k_cache.dtype)
-    new.v_cache = torch.randn(shape, generator=g).to(case.v_cache.dtype)
+    new._adopt(make_batch([e for _, e in new.rows], [p for p, _ in new.rows], case.Hq, case.Hkv,
+                          case.D, page_size, dtype=case.q.dtype, kv_dtype=case.k_cache.dtype,
+                          seed=seed, spare_pages=2, k_scale=case.k_scale, v_scale=case.v_scale))
     tok = []
     for nb, b in enumerate(row_order):
         tok += list(range(case.qo[b], case.qo[b + 1]))

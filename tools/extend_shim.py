@@ -1,6 +1,8 @@
 """Lab tool: ctypes harness over tools/extend_test_shim.cuh, the extend kernel built alone with
 nvcc with extra -D flags, so that variants can be tested and timed without rebuilding the
-extension (tools/sweep_extend.py). The GPU tests use it when MA_EXTEND_LIB names such a library.
+extension (tools/sweep_extend.py, scripts/gpu_check.sh's sweep step). Only that lab path uses it:
+tests/test_cuda_extend.py and benchmarks/bench_extend.py run on ExtendLib instead of
+mixed_attn.testing.OpExtend (whose interface it keeps) when MA_EXTEND_LIB names such a library.
 Plans come from the real planner with configs from mixed_attn.plan_info.make_config (the installed
 extension describes the device); a variant that changes a kernel's rows must change
 csrc/include/mixed_attn/launch_policy.h too (the instantiations static_assert it).
@@ -11,16 +13,18 @@ import math
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))  # this checkout's package (after build_inplace.sh)
+from mixed_attn.testing import OpExtend  # noqa: E402
 
 
 FP8 = torch.float8_e4m3fn
 DTYPE_CODE = {torch.float16: 1, torch.bfloat16: 2, FP8: 3}
-MODE_SPLIT, MODE_FOLD = 0, 1
 
 HAVE_CUDA = torch.cuda.is_available() and torch.version.cuda is not None
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
@@ -65,14 +69,13 @@ def build_library(out_dir=None, arch=None, extra_flags=()):
     return lib
 
 
-class ExtendLib:
-    """ctypes view of the shim: plan with the real planner, run launch_extend. `request` holds
-    launch-policy overrides (config field names), as in mixed_attn.testing.OpExtend."""
+class ExtendLib(OpExtend):
+    """mixed_attn.testing.OpExtend (same configs, launch-policy overrides in `request`, same
+    calls) over the shim: planned by the library's own planner, run by its launch_extend."""
 
     def __init__(self, path, device="cuda"):
+        super().__init__(device)
         self.lib = ctypes.CDLL(path)
-        self.device = device
-        self.request = {}
         L = self.lib
         P = ctypes.c_void_p
         L.ma_ext_plan.argtypes = [P, P, P, ctypes.c_int, P, ctypes.c_int, P, ctypes.c_int64, P,
@@ -84,34 +87,20 @@ class ExtendLib:
         L.ma_ext_run.argtypes = [P, P, P, P, P, P]
         L.ma_ext_run.restype = ctypes.c_char_p
 
-    def _config(self, page_size, hq, hkv, d, **fields):
-        from mixed_attn.plan_info import make_config
-
-        return make_config(self.device, page_size, hq, hkv, d, **{**self.request, **fields})
-
-    def tile_tokens(self, head_dim, group):
-        return int(torch.ops.mixed_attn.launch_policy(self._config(16, group, 1, head_dim))[3])
-
-    def plan(self, qo_indptr, kv_indptr, seq_lens, page_size, hq, hkv, d, window_left=-1,
-             mode=MODE_FOLD, tile_tokens=None, deterministic=False, **request):
-        """Returns (info int64 cpu tensor, meta int32 cuda tensor)."""
-        qo = torch.tensor(qo_indptr, dtype=torch.int32)
-        kv = torch.tensor(kv_indptr, dtype=torch.int32)
-        sl = torch.tensor(seq_lens, dtype=torch.int32)
-        B = len(seq_lens)
-        cfg = self._config(page_size, hq, hkv, d, window_left=window_left, mode=mode,
-                           deterministic=deterministic, extend_tile_tokens=tile_tokens or 0, **request)
-        tt = int(torch.ops.mixed_attn.launch_policy(cfg)[3])
-        cap = self.lib.ma_ext_meta_capacity(B, int(qo[-1]), tt)
+    def _plan(self, qo, kv, sl, cfg, tile_tokens):
+        """Returns (info as a list of ints, meta int32 cuda tensor)."""
+        B = sl.numel()
+        cap = self.lib.ma_ext_meta_capacity(B, int(qo[-1]), tile_tokens)
         meta = torch.zeros(cap, dtype=torch.int32)
         info = torch.zeros(self.lib.ma_ext_num_plan_fields(), dtype=torch.int64)
         config = torch.tensor(cfg, dtype=torch.int64)
         err = ctypes.create_string_buffer(512)
+        qo, kv, sl = qo.contiguous(), kv.contiguous(), sl.contiguous()
         rc = self.lib.ma_ext_plan(qo.data_ptr(), kv.data_ptr(), sl.data_ptr(), B, config.data_ptr(),
                                   len(cfg), meta.data_ptr(), cap, info.data_ptr(), err, 512)
         if rc != 0:
             raise RuntimeError(err.value.decode())
-        return [int(x) for x in info], meta.cuda()
+        return [int(x) for x in info], meta.to(self.device)
 
     def run(self, info, meta, q, k_cache, v_cache, kv_indices, out, lse=None, sinks=None, sm_scale=None,
             logit_cap=0.0, window_left=-1, k_scale=1.0, v_scale=1.0, stream=None):

@@ -17,7 +17,7 @@ import torch
 import mixed_attn
 from mixed_attn import MixedAttention
 from mixed_attn.reference import reference_forward
-from mixed_attn.testing import make_batch
+from mixed_attn.testing import batch_indptrs, make_batch
 
 
 def time_call(fn, device, iters):
@@ -78,13 +78,14 @@ def main(argv=None):
 
     # Check a few rows (the extend row and two decode rows) against the fp64 reference.
     check = [0, 1, len(ext) - 1]
-    sub = make_batch([ext[i] for i in check], [pre[i] for i in check], Hq, Hkv, D, args.page_size)
+    sub_qo, sub_kv, sub_seq = batch_indptrs([ext[i] for i in check], [pre[i] for i in check],
+                                            args.page_size, tensors=True)
     rows_q = [slice(int(b.qo_indptr[i]), int(b.qo_indptr[i + 1])) for i in check]
     kv_sel = torch.cat([b.kv_indices[int(b.kv_indptr[i]): int(b.kv_indptr[i + 1])] for i in check])
     ref_out, *_ = reference_forward(
         torch.cat([b.q[r] for r in rows_q]).cpu(), torch.cat([b.k[r] for r in rows_q]).cpu(),
         torch.cat([b.v[r] for r in rows_q]).cpu(), b.k_cache.cpu(), b.v_cache.cpu(),
-        sub.qo_indptr, sub.seq_lens, sub.kv_indptr, kv_sel.cpu(), args.page_size)
+        sub_qo, sub_seq, sub_kv, kv_sel.cpu(), args.page_size)
     got = torch.cat([results["split"][0][r] for r in rows_q]).double().cpu()
     err = ((got - ref_out).norm() / ref_out.norm()).item()
     print(f"check vs fp64 reference (3 rows): relative error {err:.2e} "

@@ -1,10 +1,67 @@
-"""Random mixed batches over a scattered paged cache, for tests and benchmarks."""
+"""Batches for tests and benchmarks, and the op driven below the wrapper.
+
+The one place that builds a batch's indptrs, page tables and paged caches: `batch_indptrs` (host
+lengths only), `random_kv_cache` (a pool of random pages) and `make_batch` (a random mixed batch
+over a scattered paged cache, on the device it is drawn on). Tests and benchmarks name their
+cases in thin wrappers over these.
+"""
 
 from dataclasses import dataclass, field
 
 import torch
 
 from .reference import FP8, quantize_fp8
+
+
+def batch_indptrs(extend_lens, prefix_lens, page_size, tensors=False):
+    """(qo_indptr, kv_indptr, seq_lens) of a batch whose row b has extend_lens[b] new tokens over
+    prefix_lens[b] cached ones; kv_indptr counts pages. Python lists, or host int32 tensors."""
+    assert len(extend_lens) == len(prefix_lens)
+    qo, kv, seq = [0], [0], []
+    for e, p in zip(extend_lens, prefix_lens):
+        s = int(e) + int(p)
+        seq.append(s)
+        qo.append(qo[-1] + int(e))
+        kv.append(kv[-1] + -(-s // page_size))
+    if tensors:
+        return tuple(torch.tensor(x, dtype=torch.int32) for x in (qo, kv, seq))
+    return qo, kv, seq
+
+
+def _normal(shape, generator, dtype, std=1.0):
+    """randn values in dtype, drawn on the generator's device. On the CPU (and for fp8) float32
+    draws are cast to dtype; on a GPU other dtypes are drawn in place (no float32 copy of a cache
+    of many GB)."""
+    dev = generator.device
+    if dev.type == "cpu" or dtype == FP8:
+        x = torch.randn(shape, generator=generator, dtype=torch.float32, device=dev)
+        return (x * std if std != 1.0 else x).to(dtype)
+    return torch.empty(shape, dtype=dtype, device=dev).normal_(0.0, std, generator=generator)
+
+
+def random_kv_cache(num_pages, page_size, num_kv_heads, head_dim, kv_dtype, generator, k_scale=1.0,
+                    v_scale=1.0, std=1.0):
+    """(k_cache, v_cache) [num_pages, page_size, Hkv, D] of randn * std values (never zeros),
+    drawn on the generator's device; an fp8 cache holds them quantised with the given scales."""
+    shape = (num_pages, page_size, num_kv_heads, head_dim)
+    if kv_dtype == FP8:
+        return tuple(quantize_fp8(_normal(shape, generator, torch.float32, std), s)
+                     for s in (k_scale, v_scale))
+    return tuple(_normal(shape, generator, kv_dtype, std) for _ in range(2))
+
+
+def _unused_slots(kv_indices, kv_indptr, seq_lens, num_pages, page_size):
+    """Bool [num_pages, page_size]: the cache slots no row's keys live in."""
+    unused = torch.ones(num_pages, page_size, dtype=torch.bool)
+    idx = kv_indices.cpu().long()
+    unused[idx] = False
+    n = kv_indptr[1:] - kv_indptr[:-1]
+    rows = n > 0
+    last = idx[(kv_indptr[1:] - 1)[rows].long()]
+    fill = (seq_lens - (n - 1) * page_size)[rows]
+    tail = torch.arange(page_size)[None, :] >= fill[:, None]
+    unused[last] |= tail
+    return unused
 
 
 @dataclass
@@ -26,42 +83,67 @@ class MixedBatch:
     def num_rows(self):
         return len(self.extend_lens)
 
+    def to(self, device):
+        """The same batch (same values) with its device tensors on `device`."""
+        dev = torch.device(device)
+        return MixedBatch(self.q.to(dev), self.k.to(dev), self.v.to(dev), self.k_cache.to(dev),
+                          self.v_cache.to(dev), self.kv_indices.to(dev), self.qo_indptr,
+                          self.kv_indptr, self.seq_lens, self.page_size, list(self.extend_lens),
+                          list(self.prefix_lens))
+
 
 def make_batch(extend_lens, prefix_lens, num_qo_heads, num_kv_heads, head_dim, page_size,
-               dtype=torch.bfloat16, kv_dtype=None, device="cpu", seed=0, spare_pages=3,
-               k_scale=1.0, v_scale=1.0):
+               dtype=torch.bfloat16, kv_dtype=None, device="cpu", seed=0, generator=None,
+               spare_pages=3, num_pages=None, kv_cache=None, k_scale=1.0, v_scale=1.0,
+               cache_std=1.0, poison_unused=False):
     """A batch whose row b has extend_lens[b] new tokens over prefix_lens[b] cached ones.
 
-    Pages are scattered at random over a pool with `spare_pages` unused pages; every cache slot
-    (cached prefix and the new tokens' slots alike) holds random data, so a missing KV save or a
-    wrong page shows up. fp8 caches hold randn values quantised with the given scales.
+    Rows keep the given order. Pages are scattered at random over a pool of `num_pages` pages
+    (default: the pages the rows need plus `spare_pages` unused ones), or over a given pool
+    `kv_cache=(k_cache, v_cache)`, which is used as it is (no cache is drawn). Every drawn cache
+    slot (cached prefix and the new tokens' slots alike) holds randn * cache_std values, so a
+    missing KV save or a wrong page shows up; fp8 caches hold them quantised with the given
+    scales. poison_unused=True fills the slots no row covers with NaN instead (a kernel reading
+    a key outside its row fails).
+
+    Values are drawn from `generator` (any device), else from a generator on `device` seeded with
+    `seed` (a GPU fills gigabytes in milliseconds), in this order: page table, q, k, v, k_cache,
+    v_cache; then moved to `device`. Indptrs and seq_lens stay on the host.
     """
-    assert len(extend_lens) == len(prefix_lens)
-    g = torch.Generator().manual_seed(seed)
-    kv_dtype = kv_dtype or dtype
-    seq = [e + p for e, p in zip(extend_lens, prefix_lens)]
-    qo, kvp = [0], [0]
-    for e, s in zip(extend_lens, seq):
-        qo.append(qo[-1] + e)
-        kvp.append(kvp[-1] + (s + page_size - 1) // page_size)
-    num_pages = kvp[-1] + spare_pages
-    kv_indices = torch.randperm(num_pages, generator=g)[: kvp[-1]].to(torch.int32)
-    T = qo[-1]
-
-    def randn(*shape):
-        return torch.randn(*shape, generator=g, dtype=torch.float32)
-
-    q = randn(T, num_qo_heads, head_dim).to(dtype)
-    k = randn(T, num_kv_heads, head_dim).to(dtype)
-    v = randn(T, num_kv_heads, head_dim).to(dtype)
-    shape = (num_pages, page_size, num_kv_heads, head_dim)
-    if kv_dtype == FP8:
-        k_cache = quantize_fp8(randn(*shape), k_scale)
-        v_cache = quantize_fp8(randn(*shape), v_scale)
-    else:
-        k_cache = randn(*shape).to(kv_dtype)
-        v_cache = randn(*shape).to(kv_dtype)
     dev = torch.device(device)
+    g = generator
+    if g is None:
+        g = torch.Generator(device=dev)
+        g.manual_seed(seed)
+    qo, kvp, seq = batch_indptrs(extend_lens, prefix_lens, page_size)
+    if kv_cache is not None:
+        kv_dtype = kv_cache[0].dtype
+        num_pages = kv_cache[0].shape[0]
+    kv_dtype = kv_dtype or dtype
+    num_pages = kvp[-1] + spare_pages if num_pages is None else num_pages
+    if kvp[-1] > num_pages:
+        raise ValueError(f"the rows need {kvp[-1]} pages, over the pool's {num_pages}")
+    kv_indices = torch.randperm(num_pages, generator=g, device=g.device)[: kvp[-1]].to(torch.int32)
+    T = qo[-1]
+    q = _normal((T, num_qo_heads, head_dim), g, dtype)
+    k = _normal((T, num_kv_heads, head_dim), g, dtype)
+    v = _normal((T, num_kv_heads, head_dim), g, dtype)
+    if kv_cache is None and not poison_unused:
+        k_cache, v_cache = random_kv_cache(num_pages, page_size, num_kv_heads, head_dim, kv_dtype, g,
+                                           k_scale, v_scale, std=cache_std)
+    elif kv_cache is None:
+        k_cache, v_cache = random_kv_cache(num_pages, page_size, num_kv_heads, head_dim,
+                                           torch.float32, g, std=cache_std)
+        unused = _unused_slots(kv_indices, torch.tensor(kvp), torch.tensor(seq), num_pages,
+                               page_size).to(g.device)
+        k_cache[unused] = float("nan")
+        v_cache[unused] = float("nan")
+        if kv_dtype == FP8:
+            k_cache, v_cache = quantize_fp8(k_cache, k_scale), quantize_fp8(v_cache, v_scale)
+        else:
+            k_cache, v_cache = k_cache.to(kv_dtype), v_cache.to(kv_dtype)
+    else:
+        k_cache, v_cache = kv_cache
     return MixedBatch(
         q=q.to(dev), k=k.to(dev), v=v.to(dev), k_cache=k_cache.to(dev), v_cache=v_cache.to(dev),
         kv_indices=kv_indices.to(dev),
@@ -127,14 +209,17 @@ class OpExtend:
 
     def plan(self, qo_indptr, kv_indptr, seq_lens, page_size, hq, hkv, d, window_left=-1,
              mode=1, tile_tokens=None, deterministic=False, **request):
-        qo = torch.tensor(qo_indptr, dtype=torch.int32)
+        """(plan_info, device metadata) of a fold-mode plan (by default) with these overrides."""
+        qo, kv, sl = (torch.as_tensor(x, dtype=torch.int32) for x in (qo_indptr, kv_indptr, seq_lens))
         cfg = self._config(page_size, hq, hkv, d, window_left=window_left, mode=mode,
                            deterministic=deterministic, extend_tile_tokens=tile_tokens or 0, **request)
         tt = int(torch.ops.mixed_attn.launch_policy(cfg)[3])
-        cap = torch.ops.mixed_attn.plan_meta_capacity(len(seq_lens), int(qo[-1]), tt)
+        return self._plan(qo, kv, sl, cfg, tt)
+
+    def _plan(self, qo, kv, sl, cfg, tile_tokens):
+        cap = torch.ops.mixed_attn.plan_meta_capacity(sl.numel(), int(qo[-1]), tile_tokens)
         meta = torch.zeros(cap, dtype=torch.int32)
-        info = torch.ops.mixed_attn.plan(qo, torch.tensor(kv_indptr, dtype=torch.int32),
-                                         torch.tensor(seq_lens, dtype=torch.int32), meta, cfg)
+        info = torch.ops.mixed_attn.plan(qo, kv, sl, meta, cfg)
         return info, meta.to(self.device)
 
     def run(self, info, meta, q, k_cache, v_cache, kv_indices, out, lse=None, sinks=None,
