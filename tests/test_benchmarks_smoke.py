@@ -129,3 +129,41 @@ def test_bench_transformers_tiny(tmp_path):
     assert "| paged\\|mixed_attn |" in text and "| paged\\|sdpa |" in text
     ident = json.loads(js.read_text())["identity"]
     assert ident["frac_identical_requests"] == 1.0 and not ident["suspect_divergences"]
+
+
+def test_bench_transformers_adjudicate_finds_a_planted_wrong_token():
+    """The fp32 adjudication of bench_transformers: at a planted divergence where the 'mixed' run
+    took a non-argmax token, fp32 prefers the reference token by a clear gap with no low-precision
+    error (fp32 model), so the divergence is not called unresolvable; at a real tie it would be."""
+    transformers = pytest.importorskip("transformers")
+    import mixed_attn.integrations.transformers as ma_tf
+
+    if ma_tf._version_tuple(transformers.__version__) not in ma_tf.SUPPORTED_VERSIONS:
+        pytest.skip(f"transformers {transformers.__version__} is installed; the adapter supports 5.17.x")
+    import torch
+
+    import bench_transformers as bt
+    a = bt.parse_args(["--tiny", "--cpu"])
+    model = bt.build_model(a, torch.device("cpu"), torch.float32)
+    model.set_attn_implementation("sdpa")
+    prompts = bt.make_prompts(a, 3, 5)
+    ref, got = [], []
+    for p in prompts:
+        ids = list(p)
+        with torch.no_grad():
+            for _ in range(4):
+                ids.append(int(model(input_ids=torch.tensor([ids])).logits[0, -1].argmax()))
+        toks = ids[len(p):]
+        ref.append((toks, []))
+        got.append((toks, []))
+    with torch.no_grad():
+        lp = torch.log_softmax(model(input_ids=torch.tensor([prompts[1] + ref[1][0][:2]])).logits[0, -1], -1)
+    worst = int(lp.argmin())
+    got[1] = (ref[1][0][:2] + [worst, 0], [])
+    firsts = bt.first_divergences(ref, got)
+    assert firsts == [{"request": 1, "step": 2}]
+    adj = bt.adjudicate(model, prompts, ref, got, firsts, torch.float32)
+    r = adj["divergences"][0]
+    assert r["token_ref"] == ref[1][0][2] and r["token_mixed"] == worst
+    assert r["gap_fp32"] > 1.0 and r["err_lowp"] < 1e-6 and not r["unresolvable"]
+    assert r["fp32_argmax_is"] == "ref" and adj["fp32_prefers_mixed"] == 0
