@@ -138,10 +138,11 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
   if (req.decode_max_q > 0) {
     p.decode_max_q = req.decode_max_q;
   } else {
-    // Head dim 256: one block. Its bf16 CTA has two warps, so two blocks leave one warp per block,
-    // and graph-safe / deterministic launches (sized for the policy's bound) would run one-token
-    // rows in that shape (benchmarks/RESULTS.md, session 6: G det2048 0.658 vs 0.542 ms).
-    const int pairs = head_dim >= 256 ? kDecodeBlockRows : kDecodeDefaultPairs;
+    // Head dim 256: one 8-row half of one block. Graph-safe and deterministic launches are sized
+    // for this bound, and there the two-block and the two-half kernels (its CTA has two warps and
+    // few CTAs fit an SM) ran one-token rows 1.18-1.39x slower than the one-half kernel the
+    // default plan picks (benchmarks/RESULTS.md, session 6, bench_decode G).
+    const int pairs = head_dim >= 256 ? kDecodeBlockRows / 2 : kDecodeDefaultPairs;
     const int q = pairs / group_size;
     p.decode_max_q = q < 1 ? 1 : (q > kDecodeMaxQueries ? kDecodeMaxQueries : q);
   }

@@ -470,7 +470,7 @@ __global__ void __launch_bounds__(TcTraits<D, kFp8, kBlocks>::kThreads)
   const int rows = min(16 * kBlocks, sv.q_len * c.group - pair0);  // pairs of this CTA
   if (rows <= 0) return;                                            // a shorter row than the launch's longest
   // Head dim 256 keeps one body per kernel: a second one costs spills there (its O fragments
-  // already take most registers); its policy bounds the launch at one block instead.
+  // already take most registers); its policy bounds the launch at one 8-row half instead.
   constexpr bool kPickBody = D < 256;
   if constexpr (kPickBody && kBlocks == 4) {
     if (rows > 32) return decode_tc_cta<D, QT, kFp8, true, 4>(p, c, sv, kv_head, pair0, rows, smem, part_m, part_l);
