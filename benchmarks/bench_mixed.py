@@ -10,6 +10,7 @@ What it times, per case (one attention call = one layer of one step, KV save not
   ma_fold[g]    the same from a CUDA graph
   ma_ext        mixed_attn over the extend rows alone (the extend half of split)
   ma_dec        mixed_attn over the decode rows alone (the decode half of split)
+  ma_2s_*       the two halves on two CUDA streams (decode on a high-priority one), joined
   tri_split     the Triton oracle (python/mixed_attn/triton_ref.py), split plan (128-row tiles)
   tri_fold      the Triton oracle, fold plan
   torch_sdpa    what a user writes by hand: per row, gather the row's pages and call
@@ -56,7 +57,7 @@ import common as C  # noqa: E402
 
 MISMATCH_TOL = 2e-2
 # Graph rows last: a capture that fails cannot disturb the eager rows of the case.
-ROWS = ["ma_split", "ma_fold", "ma_ext", "ma_dec", "tri_split", "tri_fold", "torch_sdpa",
+ROWS = ["ma_split", "ma_fold", "ma_ext", "ma_dec", "ma_2s_dec1", "ma_2s_ext1", "tri_split", "tri_fold", "torch_sdpa",
         "torch_batched", "fi_fa2_all", "fi_ext", "fi_dec", "fi_split", "ma_split[g]", "ma_fold[g]"]
 ROW_HELP = {
     "ma_split": "mixed_attn split dispatch",
@@ -65,6 +66,8 @@ ROW_HELP = {
     "ma_fold[g]": "mixed_attn fold, CUDA graph replay",
     "ma_ext": "mixed_attn, extend rows alone",
     "ma_dec": "mixed_attn, decode rows alone",
+    "ma_2s_dec1": "mixed_attn, the two halves on two streams (decode first, high priority)",
+    "ma_2s_ext1": "mixed_attn, the two halves on two streams (extend first; decode high priority)",
     "tri_split": "Triton oracle, split plan",
     "tri_fold": "Triton oracle, fold plan",
     "torch_sdpa": "torch by hand: per-row gather + SDPA",
@@ -138,13 +141,14 @@ def _wrapper(ctx, st, mode, **policy):
     return w
 
 
-def build_ma(ctx, step, mode, part=None):
+def build_ma(ctx, step, mode, part=None, graph=False):
     if ctx.ma is None:
         raise C.NotAvailable(ctx.ma_reason)
     if step.device.type == "cuda" and not ctx.ma.has_cuda_kernels():
         raise C.NotAvailable("this build of _C.so has no CUDA kernels")
     st, rng = _part(step, part)
-    w = _wrapper(ctx, st, mode)
+    # Graph rows: a graph-safe plan (forward refuses to capture a normal one), bucket = the step.
+    w = _wrapper(ctx, st, mode, **(dict(cuda_graph=True) if graph else {}))
     out = torch.full_like(st.q, float("nan"))
 
     def fn():
@@ -152,6 +156,43 @@ def build_ma(ctx, step, mode, part=None):
 
     fn.wrapper = w
     return fn, out, rng
+
+
+def build_concurrent(ctx, step, first):
+    """The two halves of split as two calls on two streams (decode on a high-priority stream),
+    joined back into the current one: what concurrent launches alone buy, before any fused
+    kernel (issue 14's "concurrent launches" candidate). `first`: the half issued first."""
+    if ctx.ma is None:
+        raise C.NotAvailable(ctx.ma_reason)
+    if step.device.type != "cuda":
+        raise C.NotAvailable("needs CUDA streams")
+    st_e, rng_e = _part(step, "extend")
+    st_d, rng_d = _part(step, "decode")
+    we, wd = _wrapper(ctx, st_e, "split"), _wrapper(ctx, st_d, "split")
+    out = torch.full_like(step.q, float("nan"))
+    o_e, o_d = out[rng_e[0]:rng_e[1]], out[rng_d[0]:rng_d[1]]
+    lo, hi = torch.cuda.Stream(step.device), torch.cuda.Stream(step.device, priority=-1)
+
+    def run_ext():
+        with torch.cuda.stream(lo):
+            we.run(st_e.q, st_e.k_cache, st_e.v_cache, st_e.kv_indices, out=o_e)
+
+    def run_dec():
+        with torch.cuda.stream(hi):
+            wd.run(st_d.q, st_d.k_cache, st_d.v_cache, st_d.kv_indices, out=o_d)
+
+    order = (run_dec, run_ext) if first == "decode" else (run_ext, run_dec)
+
+    def fn():
+        cur = torch.cuda.current_stream()
+        lo.wait_stream(cur)
+        hi.wait_stream(cur)
+        for f in order:
+            f()
+        cur.wait_stream(lo)
+        cur.wait_stream(hi)
+
+    return fn, out, (0, step.q.shape[0])
 
 
 def build_triton(ctx, step, mode):
@@ -303,11 +344,13 @@ def build_flashinfer(ctx, step, kind):
 def builders(ctx):
     return {
         "ma_split": (lambda s: build_ma(ctx, s, "split"), False),
-        "ma_split[g]": (lambda s: build_ma(ctx, s, "split"), True),
+        "ma_split[g]": (lambda s: build_ma(ctx, s, "split", graph=True), True),
         "ma_fold": (lambda s: build_ma(ctx, s, "fold"), False),
-        "ma_fold[g]": (lambda s: build_ma(ctx, s, "fold"), True),
+        "ma_fold[g]": (lambda s: build_ma(ctx, s, "fold", graph=True), True),
         "ma_ext": (lambda s: build_ma(ctx, s, "split", "extend"), False),
         "ma_dec": (lambda s: build_ma(ctx, s, "split", "decode"), False),
+        "ma_2s_dec1": (lambda s: build_concurrent(ctx, s, "decode"), False),
+        "ma_2s_ext1": (lambda s: build_concurrent(ctx, s, "extend"), False),
         "tri_split": (lambda s: build_triton(ctx, s, "split"), False),
         "tri_fold": (lambda s: build_triton(ctx, s, "fold"), False),
         "torch_sdpa": (lambda s: build_sdpa(ctx, s), False),
@@ -551,7 +594,8 @@ def _us(v):
 # Summary, markdown, plot
 # ---------------------------------------------------------------------------------------------
 
-SUMMARY_ROWS = ["ma_split", "ma_split[g]", "ma_fold", "ma_ext", "ma_dec", "tri_split", "tri_fold",
+SUMMARY_ROWS = ["ma_split", "ma_split[g]", "ma_fold", "ma_ext", "ma_dec", "ma_2s_dec1", "ma_2s_ext1",
+                "tri_split", "tri_fold",
                 "torch_sdpa", "torch_batched", "fi_fa2_all", "fi_split"]
 
 
