@@ -3,6 +3,7 @@
 // normalisation, LSE). Each kernel includes this header rather than the other kernel.
 #pragma once
 #include "cuda/common/math.cuh"
+#include "cuda/common/softmax.cuh"
 #include "mixed_attn/compat.h"
 #include "mixed_attn/params.h"
 
@@ -34,7 +35,7 @@ __device__ __forceinline__ RowFinish finish_row(float l, float m, const float* s
     l = l * o_mul + fast_exp2(sink2 - m_new);
     m = m_new;
   }
-  return RowFinish{o_mul * out_scale / l, (m + __log2f(l)) * kLn2};
+  return RowFinish{o_mul * out_scale / l, state_lse(m, l)};  // the LSE every path writes
 }
 
 }  // namespace mixed_attn::gpu::extend_detail
