@@ -59,6 +59,7 @@ class Request:
     prefilled: int = 0
     generated: int = 0
     pages: torch.Tensor = None
+    admitted: float = None  # clock when the scheduler reserved its pages (first prompt chunk)
     first_token: float = None
     last_token: float = None
     finish: float = None
@@ -190,6 +191,7 @@ def replay(engine, trace, cfg, desc, max_wall_s):
     alloc = PageAllocator(engine.num_pages, cfg.seed)
     P = cfg.page_size
     clock, steps, mixed_steps, step_times, dec_rows, ext_tokens = 0.0, 0, 0, [], 0, 0
+    by_kind = {}
     done = 0
     bar = C.Progress(len(reqs), desc)
     wall0 = time.perf_counter()
@@ -221,6 +223,7 @@ def replay(engine, trace, cfg, desc, max_wall_s):
                 break
             waiting.popleft()
             r.pages = pages
+            r.admitted = clock
             prefilling.append(r)
             c = min(r.prompt_len, budget)
             ext.append((r, 0, c))
@@ -235,6 +238,13 @@ def replay(engine, trace, cfg, desc, max_wall_s):
         clock += dt
         steps += 1
         step_times.append(dt)
+        # Step classes for the TTFT question (split vs fold): what each kind of step costs.
+        kind = "mixed" if ext and dec else ("prefill" if ext else "decode")
+        k = by_kind.setdefault(kind, [0, 0.0, 0, 0])  # steps, seconds, prefill tokens, decode rows
+        k[0] += 1
+        k[1] += dt
+        k[2] += sum(e for _, _, e in ext)
+        k[3] += len(dec)
         mixed_steps += bool(ext) and bool(dec)
         dec_rows += len(dec)
         ext_tokens += sum(e for _, _, e in ext)
@@ -264,8 +274,12 @@ def replay(engine, trace, cfg, desc, max_wall_s):
         if finished:
             bar.update(len(finished), t=f"{clock:.2f}s", run=len(running))
     bar.close()
-    return metrics(reqs, clock, steps, mixed_steps, step_times, dec_rows, ext_tokens,
-                   truncated, time.perf_counter() - wall0)
+    m = metrics(reqs, clock, steps, mixed_steps, step_times, dec_rows, ext_tokens,
+                truncated, time.perf_counter() - wall0)
+    m["step_kinds"] = {kind: {"steps": n, "mean_ms": 1e3 * t / n, "prefill_tokens_per_step": pt / n,
+                              "decode_rows_per_step": dr / n, "share_of_time": t / clock if clock else None}
+                       for kind, (n, t, pt, dr) in by_kind.items()}
+    return m
 
 
 def pct(xs, q):
@@ -281,6 +295,10 @@ def pct(xs, q):
 def metrics(reqs, clock, steps, mixed_steps, step_times, dec_rows, ext_tokens, truncated, wall):
     fin = [r for r in reqs if r.finish is not None]
     ttft = [r.first_token - r.arrival for r in reqs if r.first_token is not None]
+    # TTFT = queueing (arrival to admission: waits for pages / a running slot / budget) + prefill
+    # (admission to the step that finishes the prompt: its chunks and the steps between them).
+    queue = [r.admitted - r.arrival for r in reqs if r.first_token is not None]
+    prefill = [r.first_token - r.admitted for r in reqs if r.first_token is not None]
     itl = [x for r in reqs for x in r.itl]
     span = (max(r.finish for r in fin) - min(r.arrival for r in reqs)) if fin else 0.0
     out_tokens = sum(r.generated for r in reqs)
@@ -298,6 +316,8 @@ def metrics(reqs, clock, steps, mixed_steps, step_times, dec_rows, ext_tokens, t
         "all_tok_s": all_tokens / clock if clock else None,
         "req_s": len(fin) / span if span else None, "req_s_80": req_s_80,
         "ttft_p50_ms": _ms(pct(ttft, 0.5)), "ttft_p95_ms": _ms(pct(ttft, 0.95)),
+        "ttft_queue_p50_ms": _ms(pct(queue, 0.5)), "ttft_queue_p95_ms": _ms(pct(queue, 0.95)),
+        "ttft_prefill_p50_ms": _ms(pct(prefill, 0.5)), "ttft_prefill_p95_ms": _ms(pct(prefill, 0.95)),
         "itl_p50_ms": _ms(pct(itl, 0.5)), "itl_p95_ms": _ms(pct(itl, 0.95)),
         "step_mean_ms": _ms(statistics.mean(step_times)) if step_times else None,
         "mixed_step_share": mixed_steps / steps if steps else None,
@@ -483,6 +503,24 @@ def markdown(env, cfg, results, args, total_s, gpu, backend, ceilings, final=Tru
     if cmp_rows:
         lines += ["split relative to fold (negative latency = better):", "",
                   C.md_table(hdr, cmp_rows), ""]
+    kind_rows = []
+    for r in results:
+        m = r.get("metrics")
+        if not m:
+            continue
+        kinds = m.get("step_kinds", {})
+        cell = lambda k: (f"{kinds[k]['steps']} x {kinds[k]['mean_ms']:.2f} ms"  # noqa: E731
+                          f" ({kinds[k]['prefill_tokens_per_step']:.0f} pf tok, "
+                          f"{kinds[k]['decode_rows_per_step']:.0f} dec)" if k in kinds else "-")
+        kind_rows.append([r["trace"], r["mode"], fmt(m["ttft_queue_p50_ms"]), fmt(m["ttft_queue_p95_ms"]),
+                          fmt(m["ttft_prefill_p50_ms"]), fmt(m["ttft_prefill_p95_ms"]),
+                          cell("prefill"), cell("mixed"), cell("decode")])
+    if kind_rows:
+        lines += ["TTFT = queueing (arrival to admission) + prefill (admission to the first token); "
+                  "steps by kind: count x mean time (prefill tokens, decode rows per step):", "",
+                  C.md_table(["trace", "mode", "queue p50 ms", "queue p95 ms", "prefill p50 ms",
+                              "prefill p95 ms", "prefill-only steps", "mixed steps",
+                              "decode-only steps"], kind_rows), ""]
     return "\n".join(lines)
 
 
