@@ -16,7 +16,7 @@ std::string cat(const Args&... args) {
 std::string describe(const DeviceDesc& d) {
   switch (d.kind) {
     case DeviceKind::kCpu: return "the CPU";
-    case DeviceKind::kHip: return "an AMD GPU";
+    case DeviceKind::kHip: return d.hip_mfma ? "an AMD GPU" : "an AMD GPU without CDNA2/CDNA3 MFMA";
     case DeviceKind::kCuda:
       return cat("a compute-capability ", d.arch / 10, ".", d.arch % 10, " GPU",
                  d.sm90_extend ? "" : (d.arch == 90 ? " (this build has no sm_90a code)" : ""));
@@ -61,6 +61,11 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
   } else {
     if (want == ExtendKernel::kHost)
       return cat("extend_backend='cpu' plans for the CPU implementation, but the device is ", describe(dev));
+    // The HIP kernel's MFMA loop is compiled for CDNA2/CDNA3 only (extend/portable/mma.cuh sets
+    // MA_EXTEND_HAS_MMA); built for another AMD GPU its body would be empty.
+    if (dev.kind == DeviceKind::kHip && !dev.hip_mfma)
+      return cat("the HIP extend kernel needs an AMD CDNA2/CDNA3 GPU (gfx90a, gfx94x) with MFMA bf16/fp16 "
+                 "instructions; the device is ", describe(dev));
     if (want == ExtendKernel::kSm90) {
       if (!dev.sm90_extend)
         return cat("extend_backend='sm90' needs an sm_90a build on a compute-capability 9.0 GPU; the device is ",

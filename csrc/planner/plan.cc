@@ -523,7 +523,7 @@ const char* const* plan_config_field_names() {
       "page_size", "num_qo_heads", "num_kv_heads", "head_dim", "window_left", "mode",
       "deterministic", "fixed_split_tokens", "max_splits_per_row", "min_split_tokens",
       "ctas_per_sm", "kv_fp8", "device_kind", "device_arch", "num_sms", "device_sm90_extend",
-      "device_tma_encoder", "extend_kernel", "decode_kernel", "extend_kv_splits", "extend_tma",
+      "device_tma_encoder", "device_hip_mfma", "extend_kernel", "decode_kernel", "extend_kv_splits", "extend_tma",
       "extend_tile_tokens", "graph_safe", "graph_max_rows", "graph_max_tokens",
       "graph_max_extend_tokens", "graph_max_partials", "graph_max_kv_pages", "decode_max_q", nullptr};
   return names;
@@ -556,6 +556,7 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
   };
   for (auto e : {in(kCfgMode, 0, 1), in(kCfgDeterministic, 0, 1), in(kCfgKvFp8, 0, 1),
                  in(kCfgDeviceKind, 0, 2), in(kCfgDeviceSm90Extend, 0, 1), in(kCfgDeviceTmaEncoder, 0, 1),
+                 in(kCfgDeviceHipMfma, 0, 1),
                  in(kCfgExtendKernel, 0, 3), in(kCfgDecodeKernel, 0, 3), in(kCfgExtendTma, -1, 1), in(kCfgGraphSafe, 0, 1),
                  in(kCfgWindowLeft, -1, INT32_MAX)})
     if (!e.empty()) return e;
@@ -577,6 +578,7 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
   c.device.num_sms = int32_t(v[kCfgNumSms]);
   c.device.sm90_extend = v[kCfgDeviceSm90Extend] != 0;
   c.device.tma_encoder = v[kCfgDeviceTmaEncoder] != 0;
+  c.device.hip_mfma = v[kCfgDeviceHipMfma] != 0;
   c.request.extend_kernel = ExtendKernel(v[kCfgExtendKernel]);
   c.request.decode_kernel = DecodeKernel(v[kCfgDecodeKernel]);
   c.request.extend_kv_splits = int32_t(v[kCfgExtendKvSplits]);

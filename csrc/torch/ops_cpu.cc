@@ -58,19 +58,19 @@ std::vector<std::string> plan_field_names_op(c10::string_view which) {
   return out;
 }
 
-// [kind, arch, num_sms, sm90_extend, tma_encoder] of DeviceDesc.
+// [kind, arch, num_sms, sm90_extend, tma_encoder, hip_mfma] of DeviceDesc.
 std::vector<int64_t> device_desc_op(c10::Device device) {
   DeviceDesc d;
 #ifdef MIXED_ATTN_WITH_CUDA
   if (device.is_cuda()) {
     const char* err = gpu::query_device(device.has_index() ? device.index() : -1, &d);
     TORCH_CHECK(err == nullptr, "mixed_attn.device_desc: ", err);
-    return {int64_t(d.kind), d.arch, d.num_sms, d.sm90_extend ? 1 : 0, d.tma_encoder ? 1 : 0};
+    return {int64_t(d.kind), d.arch, d.num_sms, d.sm90_extend ? 1 : 0, d.tma_encoder ? 1 : 0, d.hip_mfma ? 1 : 0};
   }
 #endif
   TORCH_CHECK(device.is_cpu(), "mixed_attn: this build has no kernels for ", device,
               " (built without its GPU backend)");
-  return {int64_t(d.kind), d.arch, d.num_sms, 0, 0};
+  return {int64_t(d.kind), d.arch, d.num_sms, 0, 0, 0};
 }
 
 // Page ids are host-readable here, so the CPU path always checks them.

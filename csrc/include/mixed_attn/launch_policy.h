@@ -27,6 +27,8 @@ struct DeviceDesc {
   int32_t num_sms = 132;          // SMs / CUs the split policies fill
   bool sm90_extend = false;       // the build holds sm_90a code and the device is cc 9.0
   bool tma_encoder = false;       // the driver exports cuTensorMapEncodeTiled
+  bool hip_mfma = false;          // HIP: a CDNA2/CDNA3 GPU (gfx90a, gfx94x, gfx95x), whose MFMA
+                                  // bf16/fp16 instructions the extend kernel is compiled for
 };
 
 // Kernel families. kAuto is a request only; a plan always records a concrete one.
@@ -133,7 +135,8 @@ MA_HOST_DEVICE inline int decode_row_ctas(int q_len, int group, int cta_blocks) 
 constexpr int kHostTileTokens = 16;
 
 // Chooses the per-wrapper policy. Returns an empty string, or an error that
-// names the request that cannot be honoured on this device.
+// names the request that cannot be honoured on this device (or the kernel the
+// device cannot run: the HIP extend kernel needs hip_mfma).
 std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_t group_size,
                                  int32_t page_size, bool kv_fp8, const LaunchRequest& req,
                                  LaunchPolicy* out);

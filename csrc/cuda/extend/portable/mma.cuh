@@ -28,7 +28,7 @@
 
 // The host pass counts as capable on both vendors (the kernel's host stub must
 // exist); a device pass for another GPU compiles the kernel to an empty body,
-// which launch_extend rejects at run time on HIP.
+// which the launch policy refuses on HIP (DeviceDesc::hip_mfma, device_desc.cu).
 #if defined(MA_CUDA) && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800)
 #define MA_EXTEND_HAS_MMA 1
 #elif defined(MA_HIP) &&                                                                 \
