@@ -40,8 +40,7 @@ const char* dispatch_head_dim(const ExtendParams& p, bool fp8, gpuStream_t strea
     case 256:
       return MA_IF_HD256((fp8 ? MA_IF_FP8((launch_extend_impl<256, T, true>(p, stream)))
                               : launch_extend_impl<256, T, false>(p, stream)));
-    default:
-      return "extend: head_dim must be 64, 128 or 256";
+    default: return "extend: head_dim must be 64, 128 or 256";
   }
 }
 
@@ -59,9 +58,8 @@ const char* launch_extend(const ExtendParams& p, void* stream) {
   if (!fp8 && a.kv_dtype != a.q_dtype) return "extend: kv_dtype must equal q_dtype or be float8_e4m3";
   // Rows are loaded as 16-byte chunks.
   const int64_t align = fp8 ? 16 : 8;
-  if (a.q_stride_token % 8 || a.q_stride_head % 8 || a.k_stride_page % align ||
-      a.k_stride_slot % align || a.k_stride_head % align || a.v_stride_page % align ||
-      a.v_stride_slot % align || a.v_stride_head % align)
+  if (a.q_stride_token % 8 || a.q_stride_head % 8 || a.k_stride_page % align || a.k_stride_slot % align ||
+      a.k_stride_head % align || a.v_stride_page % align || a.v_stride_slot % align || a.v_stride_head % align)
     return "extend: q / cache strides must keep every row 16-byte aligned";
   auto misaligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 != 0; };
   if (misaligned(a.q) || misaligned(a.k_cache) || misaligned(a.v_cache))

@@ -87,10 +87,7 @@ MA_HOST_DEVICE inline int pack_factor(int group, int rows) {
 MA_HOST_DEVICE constexpr int extend_mma_block_rows(int head_dim, bool hip) {
   // CUDA: 4 warps x 2 m16 tiles at d64, 8 warps x 1 at d128/d256. CDNA (64 KB of
   // LDS per workgroup): 4 waves x 2 at d64, 4 x 1 at d128/d256.
-  return head_dim == 64    ? 128
-         : head_dim == 128 ? (hip ? 64 : 128)
-         : head_dim == 256 ? (hip ? 64 : 128)
-                           : 0;
+  return head_dim == 64 ? 128 : head_dim == 128 ? (hip ? 64 : 128) : head_dim == 256 ? (hip ? 64 : 128) : 0;
 }
 // Three consumer warpgroups (64 rows each) share every K/V tile at d64/d128; at
 // d256 O alone takes 128 registers a thread, so two.
@@ -137,9 +134,8 @@ constexpr int kHostTileTokens = 16;
 // Chooses the per-wrapper policy. Returns an empty string, or an error that
 // names the request that cannot be honoured on this device (or the kernel the
 // device cannot run: the HIP extend kernel needs hip_mfma).
-std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_t group_size,
-                                 int32_t page_size, bool kv_fp8, const LaunchRequest& req,
-                                 LaunchPolicy* out);
+std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_t group_size, int32_t page_size,
+                                 bool kv_fp8, const LaunchRequest& req, LaunchPolicy* out);
 
 // KV splits per query tile of the sm_90a kernel for a launch of `blocks` (tile,
 // head group) CTAs, one CTA per SM. Few long tiles leave SMs idle in the last
