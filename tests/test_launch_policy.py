@@ -10,11 +10,14 @@ import torch
 from mixed_attn.plan_info import CONFIG_FIELDS, FIELDS, field, make_config
 from mixed_attn.testing import batch_indptrs
 
-# Device descriptions the policy is asked about: (kind, arch, num_sms, sm90_extend, tma_encoder).
+# Device descriptions the policy is asked about: (kind, arch, num_sms, sm90_extend, tma_encoder,
+# hip_mfma).
 H200 = dict(device_kind=1, device_arch=90, num_sms=132, device_sm90_extend=1, device_tma_encoder=1)
 H200_NO_90A = dict(H200, device_sm90_extend=0)
 A100 = dict(device_kind=1, device_arch=80, num_sms=108, device_sm90_extend=0, device_tma_encoder=1)
-MI300 = dict(device_kind=2, device_arch=0, num_sms=304, device_sm90_extend=0, device_tma_encoder=0)
+MI300 = dict(device_kind=2, device_arch=0, num_sms=304, device_sm90_extend=0, device_tma_encoder=0,
+             device_hip_mfma=1)
+RDNA3 = dict(MI300, num_sms=96, device_hip_mfma=0)  # e.g. gfx1100: no CDNA2/CDNA3 MFMA
 
 
 def policy(dev, d=128, hq=32, hkv=8, page=16, **kw):
@@ -64,6 +67,18 @@ def test_hip_shapes_and_portable_decode():
     assert p["kernel"] == 1 and p["rows"] == 64 and p["decode"] == 2
     with pytest.raises(RuntimeError, match="decode_backend='tensor_core'"):
         policy(MI300, decode_kernel=1)
+
+
+def test_hip_extend_needs_cdna_mfma():
+    # The HIP extend kernel's MFMA loop is compiled for CDNA2/CDNA3 only: on another AMD GPU the
+    # policy refuses (at wrapper build / plan time, before anything is launched or written).
+    for kw in ({}, dict(extend_kernel=1), dict(kv_fp8=1), dict(d=64)):
+        with pytest.raises(RuntimeError, match=r"needs an AMD CDNA2/CDNA3 GPU \(gfx90a, gfx94x\) with MFMA"):
+            policy(RDNA3, **kw)
+    with pytest.raises(RuntimeError, match=r"needs an AMD CDNA2/CDNA3 GPU"):
+        plan(RDNA3, [4], [32])
+    # The flag means nothing off HIP.
+    assert policy(dict(A100, device_hip_mfma=0))["kernel"] == 1
 
 
 def test_impossible_overrides_are_errors_naming_the_argument():

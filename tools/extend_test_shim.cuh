@@ -16,9 +16,9 @@ extern "C" {
 // Plans one step with the real planner. config: a PlanConfig list (kCfgNumFields
 // entries, mixed_attn.plan_info.make_config). meta_out holds meta_cap entries, info_out
 // kPlanNumFields. Returns 0, or -1 with the error in err.
-int ma_ext_plan(const int32_t* qo_indptr, const int32_t* kv_indptr, const int32_t* seq_lens,
-                int num_rows, const int64_t* config, int config_len, int32_t* meta_out,
-                int64_t meta_cap, int64_t* info_out, char* err, int err_len) {
+int ma_ext_plan(const int32_t* qo_indptr, const int32_t* kv_indptr, const int32_t* seq_lens, int num_rows,
+                const int64_t* config, int config_len, int32_t* meta_out, int64_t meta_cap, int64_t* info_out,
+                char* err, int err_len) {
   mixed_attn::PlanConfig cfg;
   std::string e = mixed_attn::config_from_list(config, config_len, &cfg);
   mixed_attn::PlanResult r;
@@ -50,8 +50,8 @@ int64_t ma_ext_meta_capacity(int64_t max_rows, int64_t max_tokens, int64_t tile_
 //       q_dtype, kv_dtype (mixed_attn::DType values), num_pages
 // floats: sm_scale, logit_cap, k_scale, v_scale
 // Returns null on success, else the launcher's error string.
-const char* ma_ext_run(const int64_t* info, const int32_t* meta_device, void* const* ptrs,
-                       const int64_t* ints, const float* floats, void* stream) {
+const char* ma_ext_run(const int64_t* info, const int32_t* meta_device, void* const* ptrs, const int64_t* ints,
+                       const float* floats, void* stream) {
   mixed_attn::ExtendParams p;
   mixed_attn::AttentionCommon& a = p.attn;
   a.q = ptrs[0];

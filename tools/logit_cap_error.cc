@@ -33,7 +33,10 @@ int main() {
     const float vals[2] = {f_exp2, f_tanhf};
     for (int k = 0; k < 2; ++k) {
       const double ae = std::fabs(double(vals[k]) - ref);
-      if (ae > worst_abs[k]) { worst_abs[k] = ae; at_abs[k] = x; }
+      if (ae > worst_abs[k]) {
+        worst_abs[k] = ae;
+        at_abs[k] = x;
+      }
       if (std::fabs(ref) > 1e-3) worst_rel[k] = std::fmax(worst_rel[k], ae / std::fabs(ref));
     }
     for (int pe = -2; pe <= 2; pe += 4)
@@ -43,11 +46,12 @@ int main() {
         worst_abs_pert = std::fmax(worst_abs_pert, std::fabs(double(1.0f - q) - ref));
       }
   }
-  std::printf("exp2 form: max abs err %.3g (at x=%g), max rel err (|tanh|>1e-3) %.3g; "
-              "with ex2/fdividef at +-2 ulp: max abs err %.3g\n",
-              worst_abs[0], at_abs[0], worst_rel[0], worst_abs_pert);
-  std::printf("tanhf:     max abs err %.3g (at x=%g), max rel err (|tanh|>1e-3) %.3g\n", worst_abs[1],
-              at_abs[1], worst_rel[1]);
+  std::printf(
+      "exp2 form: max abs err %.3g (at x=%g), max rel err (|tanh|>1e-3) %.3g; "
+      "with ex2/fdividef at +-2 ulp: max abs err %.3g\n",
+      worst_abs[0], at_abs[0], worst_rel[0], worst_abs_pert);
+  std::printf("tanhf:     max abs err %.3g (at x=%g), max rel err (|tanh|>1e-3) %.3g\n", worst_abs[1], at_abs[1],
+              worst_rel[1]);
   std::printf("fp32 ulp of 1.0 (the rounding of a score near cap): %.3g\n", std::ldexp(1.0, -23));
   return 0;
 }

@@ -80,8 +80,7 @@ void attend_keys(const AttentionCommon& c, int32_t row, int32_t kv_head, int32_t
 }
 
 template <typename QT>
-void load_q_group(const AttentionCommon& c, int64_t token, int32_t kv_head,
-                  std::vector<float>& q_group) {
+void load_q_group(const AttentionCommon& c, int64_t token, int32_t kv_head, std::vector<float>& q_group) {
   const int D = c.head_dim, G = c.num_qo_heads / c.num_kv_heads;
   const QT* q = static_cast<const QT*>(c.q);
   for (int g = 0; g < G; ++g) {
@@ -127,7 +126,11 @@ void extend_impl(const ExtendParams& p) {
       const int32_t lo = c.window_left >= 0 ? std::max(0, pos - c.window_left) : 0;
       for (int32_t h = 0; h < c.num_kv_heads; ++h) {
         load_q_group<QT>(c, token, h, q_group);
-        for (auto& st : states) { st.m = kNegInf; st.l = 0.f; st.acc.assign(D, 0.f); }
+        for (auto& st : states) {
+          st.m = kNegInf;
+          st.l = 0.f;
+          st.acc.assign(D, 0.f);
+        }
         attend_keys<KT>(c, row, h, lo, pos + 1, q_group, states, kbuf, vbuf);
         for (int g = 0; g < G; ++g) write_output<QT>(c, token, h * G + g, states[g]);
       }
@@ -163,7 +166,11 @@ void decode_impl(const DecodeParams& p) {
         for (int32_t s = 0; s < n_splits; ++s) {
           const int32_t lo = std::max(visible_lo, kv_start + s * chunk);
           const int32_t hi = std::min(pos + 1, kv_start + (s + 1) * chunk);
-          for (auto& st : states) { st.m = kNegInf; st.l = 0.f; st.acc.assign(D, 0.f); }
+          for (auto& st : states) {
+            st.m = kNegInf;
+            st.l = 0.f;
+            st.acc.assign(D, 0.f);
+          }
           if (lo < hi) attend_keys<KT>(c, row, h, lo, hi, q_group, states, kbuf, vbuf);
           const int64_t slot = first + int64_t(s) * q_len + i;
           for (int g = 0; g < G; ++g) {
@@ -244,23 +251,17 @@ void save_impl(const SaveKVParams& p) {
 }  // namespace
 
 void save_kv(const SaveKVParams& p) {
-  dispatch_types(p.src_dtype, p.kv_dtype, [&](auto s, auto k) {
-    save_impl<decltype(s), decltype(k)>(p);
-  });
+  dispatch_types(p.src_dtype, p.kv_dtype, [&](auto s, auto k) { save_impl<decltype(s), decltype(k)>(p); });
 }
 
 void extend(const ExtendParams& p) {
   if (p.attn.plan.num_extend_tiles == 0) return;
-  dispatch_types(p.attn.q_dtype, p.attn.kv_dtype, [&](auto q, auto k) {
-    extend_impl<decltype(q), decltype(k)>(p);
-  });
+  dispatch_types(p.attn.q_dtype, p.attn.kv_dtype, [&](auto q, auto k) { extend_impl<decltype(q), decltype(k)>(p); });
 }
 
 void decode(const DecodeParams& p) {
   if (p.attn.plan.num_decode_rows == 0) return;
-  dispatch_types(p.attn.q_dtype, p.attn.kv_dtype, [&](auto q, auto k) {
-    decode_impl<decltype(q), decltype(k)>(p);
-  });
+  dispatch_types(p.attn.q_dtype, p.attn.kv_dtype, [&](auto q, auto k) { decode_impl<decltype(q), decltype(k)>(p); });
 }
 
 }  // namespace mixed_attn::cpu

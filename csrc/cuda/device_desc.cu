@@ -4,6 +4,8 @@
 #include "cuda/arch/tma_encoder.h"
 #include "mixed_attn/compat.h"
 
+#include <cstring>
+
 namespace mixed_attn::gpu {
 
 #if defined(MA_CUDA)
@@ -33,6 +35,11 @@ const char* query_device(int device, DeviceDesc* out) {
   if (hipGetDeviceProperties(&prop, device) != hipSuccess) return "could not query the HIP device";
   d.kind = DeviceKind::kHip;
   d.num_sms = prop.multiProcessorCount;
+  // The extend kernel's MFMA loop is compiled for CDNA2/CDNA3 only (extend/portable/mma.cuh sets
+  // MA_EXTEND_HAS_MMA); the launch policy refuses other AMD GPUs.
+  const char* arch = prop.gcnArchName;  // e.g. "gfx90a:sramecc+:xnack-"
+  d.hip_mfma = std::strncmp(arch, "gfx90a", 6) == 0 || std::strncmp(arch, "gfx94", 5) == 0 ||
+               std::strncmp(arch, "gfx95", 5) == 0;
 #else
   if (device < 0 && cudaGetDevice(&device) != cudaSuccess) return "could not query the current CUDA device";
   int major = 0, minor = 0, sms = 0;

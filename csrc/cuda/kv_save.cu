@@ -33,12 +33,14 @@ __device__ __forceinline__ uint8_t float_to_e4m3_sat(float x) {
 // Eight source elements -> eight e4m3 bytes.
 template <typename ST>
 __device__ __forceinline__ uint2 quantize8(const ST* x, float scale) {
-  union { uint8_t b[8]; uint2 u; } out;
+  union {
+    uint8_t b[8];
+    uint2 u;
+  } out;
 #if defined(MA_CUDA)
 #pragma unroll
   for (int i = 0; i < 8; i += 2) {
-    const float2 f = make_float2(decode::to_float<ST>(x[i]) / scale,
-                                 decode::to_float<ST>(x[i + 1]) / scale);
+    const float2 f = make_float2(decode::to_float<ST>(x[i]) / scale, decode::to_float<ST>(x[i + 1]) / scale);
     const __nv_fp8x2_storage_t two = __nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, __NV_E4M3);
     out.b[i] = uint8_t(two & 0xff);
     out.b[i + 1] = uint8_t(two >> 8);
@@ -105,14 +107,12 @@ const char* launch_save_kv(const SaveKVParams& p, void* stream) {
   if (p.src_dtype != DType::kBFloat16 && p.src_dtype != DType::kFloat16)
     return "save_kv: k and v must be bfloat16 or float16";
   const bool fp8 = p.kv_dtype == DType::kFloat8E4M3;
-  if (!fp8 && p.kv_dtype != p.src_dtype)
-    return "save_kv: the KV cache must have k's dtype or float8_e4m3fn";
+  if (!fp8 && p.kv_dtype != p.src_dtype) return "save_kv: the KV cache must have k's dtype or float8_e4m3fn";
   if (p.head_dim % 8 != 0) return "save_kv: head_dim must be a multiple of 8";
   const int64_t cache_align = fp8 ? 8 : 8;  // elements: 8-byte (fp8) or 16-byte stores
-  if (!aligned16(p.k) || !aligned16(p.v) || !aligned16(p.k_cache) || !aligned16(p.v_cache) ||
-      p.k_stride_token % 8 || p.k_stride_head % 8 || p.v_stride_token % 8 || p.v_stride_head % 8 ||
-      p.kc_stride_page % cache_align || p.kc_stride_slot % cache_align ||
-      p.kc_stride_head % cache_align || p.vc_stride_page % cache_align ||
+  if (!aligned16(p.k) || !aligned16(p.v) || !aligned16(p.k_cache) || !aligned16(p.v_cache) || p.k_stride_token % 8 ||
+      p.k_stride_head % 8 || p.v_stride_token % 8 || p.v_stride_head % 8 || p.kc_stride_page % cache_align ||
+      p.kc_stride_slot % cache_align || p.kc_stride_head % cache_align || p.vc_stride_page % cache_align ||
       p.vc_stride_slot % cache_align || p.vc_stride_head % cache_align)
     return "save_kv: k, v and the KV cache need 16-byte aligned rows";
   const gpuStream_t s = static_cast<gpuStream_t>(stream);

@@ -16,7 +16,7 @@ std::string cat(const Args&... args) {
 std::string describe(const DeviceDesc& d) {
   switch (d.kind) {
     case DeviceKind::kCpu: return "the CPU";
-    case DeviceKind::kHip: return "an AMD GPU";
+    case DeviceKind::kHip: return d.hip_mfma ? "an AMD GPU" : "an AMD GPU without CDNA2/CDNA3 MFMA";
     case DeviceKind::kCuda:
       return cat("a compute-capability ", d.arch / 10, ".", d.arch % 10, " GPU",
                  d.sm90_extend ? "" : (d.arch == 90 ? " (this build has no sm_90a code)" : ""));
@@ -46,9 +46,8 @@ const char* decode_kernel_name(DecodeKernel k) {
   return "?";
 }
 
-std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_t group_size,
-                                 int32_t page_size, bool kv_fp8, const LaunchRequest& req,
-                                 LaunchPolicy* out) {
+std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_t group_size, int32_t page_size,
+                                 bool kv_fp8, const LaunchRequest& req, LaunchPolicy* out) {
   LaunchPolicy p;
   if (group_size < 1) return cat("num_qo_heads / num_kv_heads must be >= 1, got ", group_size);
 
@@ -61,6 +60,13 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
   } else {
     if (want == ExtendKernel::kHost)
       return cat("extend_backend='cpu' plans for the CPU implementation, but the device is ", describe(dev));
+    // The HIP kernel's MFMA loop is compiled for CDNA2/CDNA3 only (extend/portable/mma.cuh sets
+    // MA_EXTEND_HAS_MMA); built for another AMD GPU its body would be empty.
+    if (dev.kind == DeviceKind::kHip && !dev.hip_mfma)
+      return cat(
+          "the HIP extend kernel needs an AMD CDNA2/CDNA3 GPU (gfx90a, gfx94x) with MFMA bf16/fp16 "
+          "instructions; the device is ",
+          describe(dev));
     if (want == ExtendKernel::kSm90) {
       if (!dev.sm90_extend)
         return cat("extend_backend='sm90' needs an sm_90a build on a compute-capability 9.0 GPU; the device is ",
@@ -78,12 +84,8 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
       p.extend_block_rows = extend_sm90_block_rows(head_dim);
       p.extend_max_kv_splits = kSm90MaxKvSplits;
       break;
-    case ExtendKernel::kMma:
-      p.extend_block_rows = extend_mma_block_rows(head_dim, dev.kind == DeviceKind::kHip);
-      break;
-    default:
-      p.extend_block_rows = kHostTileTokens;
-      break;
+    case ExtendKernel::kMma: p.extend_block_rows = extend_mma_block_rows(head_dim, dev.kind == DeviceKind::kHip); break;
+    default: p.extend_block_rows = kHostTileTokens; break;
   }
   if (p.extend_block_rows < 1) return cat("head_dim must be 64, 128 or 256, got ", head_dim);
   if (p.extend_kernel == ExtendKernel::kHost) {
@@ -100,9 +102,10 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
   const bool tma_fits = p.extend_kernel == ExtendKernel::kSm90 && dev.tma_encoder && page_size % 16 == 0;
   if (req.extend_tma == 1) {
     if (!tma_fits)
-      return cat("extend_tma=1 needs the sm90 extend kernel, a driver with cuTensorMapEncodeTiled and a page_size "
-                 "that is a multiple of 16 (kernel ", extend_kernel_name(p.extend_kernel), ", page_size ",
-                 page_size, ")");
+      return cat(
+          "extend_tma=1 needs the sm90 extend kernel, a driver with cuTensorMapEncodeTiled and a page_size "
+          "that is a multiple of 16 (kernel ",
+          extend_kernel_name(p.extend_kernel), ", page_size ", page_size, ")");
     p.extend_tma = true;
   } else if (req.extend_tma == 0) {
     p.extend_tma = false;

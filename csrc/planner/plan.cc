@@ -47,15 +47,12 @@ std::string check_config(const PlanConfig& c) {
   if (c.num_qo_heads < 1) return cat("num_qo_heads must be >= 1, got ", c.num_qo_heads);
   if (c.num_kv_heads < 1) return cat("num_kv_heads must be >= 1, got ", c.num_kv_heads);
   if (c.num_qo_heads % c.num_kv_heads != 0)
-    return cat("num_qo_heads (", c.num_qo_heads, ") must be a multiple of num_kv_heads (",
-               c.num_kv_heads, ")");
+    return cat("num_qo_heads (", c.num_qo_heads, ") must be a multiple of num_kv_heads (", c.num_kv_heads, ")");
   if (c.head_dim != 64 && c.head_dim != 128 && c.head_dim != 256)
     return cat("head_dim must be 64, 128 or 256, got ", c.head_dim);
   if (c.device.num_sms < 1) return cat("num_sms must be >= 1, got ", c.device.num_sms);
-  if (c.fixed_split_tokens < 1)
-    return cat("fixed_split_tokens must be >= 1, got ", c.fixed_split_tokens);
-  if (c.max_splits_per_row < 1)
-    return cat("max_splits_per_row must be >= 1, got ", c.max_splits_per_row);
+  if (c.fixed_split_tokens < 1) return cat("fixed_split_tokens must be >= 1, got ", c.fixed_split_tokens);
+  if (c.max_splits_per_row < 1) return cat("max_splits_per_row must be >= 1, got ", c.max_splits_per_row);
   if (c.min_split_tokens < 1) return cat("min_split_tokens must be >= 1, got ", c.min_split_tokens);
   if (c.ctas_per_sm < 1) return cat("ctas_per_sm must be >= 1, got ", c.ctas_per_sm);
   return {};
@@ -77,17 +74,16 @@ std::string check_inputs(const PlanConfig& c, const PlanInputs& in, bool rows = 
   for (int32_t b = 0; b < B; ++b) {
     const int64_t ext = int64_t(in.qo_indptr[b + 1]) - in.qo_indptr[b];
     if (ext < 1)
-      return cat("qo_indptr must be strictly increasing (every row needs extend_len >= 1): row ",
-                 b, " has extend_len ", ext);
+      return cat("qo_indptr must be strictly increasing (every row needs extend_len >= 1): row ", b, " has extend_len ",
+                 ext);
     const int64_t seq = in.seq_lens[b];
-    if (seq < ext)
-      return cat("seq_lens[", b, "] = ", seq, " is smaller than the row's extend_len ", ext);
+    if (seq < ext) return cat("seq_lens[", b, "] = ", seq, " is smaller than the row's extend_len ", ext);
     const int64_t pages = int64_t(in.kv_indptr[b + 1]) - in.kv_indptr[b];
     if (pages < 0) return cat("kv_indptr must be non-decreasing: row ", b, " has ", pages, " pages");
     // pages < ceil(seq / page_size), without a division per row (seq >= 1 here)
     if (pages * c.page_size < seq)
-      return cat("kv_indptr: row ", b, " has ", pages, " pages but seq_len ", seq,
-                 " needs ", ceil_div32(int32_t(seq), c.page_size), " at page_size ", c.page_size);
+      return cat("kv_indptr: row ", b, " has ", pages, " pages but seq_len ", seq, " needs ",
+                 ceil_div32(int32_t(seq), c.page_size), " at page_size ", c.page_size);
   }
   return {};
 }
@@ -144,8 +140,8 @@ int64_t plan_meta_capacity(int64_t max_rows, int64_t max_tokens, int64_t extend_
 std::string graph_bounds(const PlanConfig& cfg, const LaunchPolicy& policy, GraphBounds* out) {
   if (cfg.graph_max_rows < 1) return cat("graph bucket: max_batch must be >= 1, got ", cfg.graph_max_rows);
   if (cfg.graph_max_tokens < cfg.graph_max_rows)
-    return cat("graph bucket: max_tokens (", cfg.graph_max_tokens, ") must be >= max_batch (",
-               cfg.graph_max_rows, "): every row has a token");
+    return cat("graph bucket: max_tokens (", cfg.graph_max_tokens, ") must be >= max_batch (", cfg.graph_max_rows,
+               "): every row has a token");
   if (cfg.graph_max_extend_tokens < 0 || cfg.graph_max_extend_tokens > cfg.graph_max_tokens)
     return cat("graph bucket: max_extend_tokens must be in [0, max_tokens], got ", cfg.graph_max_extend_tokens);
   if (cfg.mode == DispatchMode::kFold && cfg.graph_max_extend_tokens != cfg.graph_max_tokens)
@@ -153,8 +149,7 @@ std::string graph_bounds(const PlanConfig& cfg, const LaunchPolicy& policy, Grap
   GraphBounds g;
   const int64_t ext = cfg.graph_max_extend_tokens;
   // Extend rows hold at least one token each; each costs at most one partial tile.
-  if (ext > 0)
-    g.max_tiles = std::min<int64_t>(cfg.graph_max_rows, ext) + ceil_div(ext, policy.extend_tile_tokens);
+  if (ext > 0) g.max_tiles = std::min<int64_t>(cfg.graph_max_rows, ext) + ceil_div(ext, policy.extend_tile_tokens);
   if (cfg.mode == DispatchMode::kSplit) {
     // A row of q decode tokens and n splits takes q * n slots; the decode tokens of a step
     // number at most T_dec = min(max_tokens, max_rows * decode_max_q).
@@ -187,8 +182,8 @@ std::string graph_bounds(const PlanConfig& cfg, const LaunchPolicy& policy, Grap
 
 std::string config_launch_policy(const PlanConfig& cfg, LaunchPolicy* out) {
   if (std::string e = check_config(cfg); !e.empty()) return e;
-  std::string e = choose_launch_policy(cfg.device, cfg.head_dim, cfg.num_qo_heads / cfg.num_kv_heads,
-                                       cfg.page_size, cfg.kv_fp8, cfg.request, out);
+  std::string e = choose_launch_policy(cfg.device, cfg.head_dim, cfg.num_qo_heads / cfg.num_kv_heads, cfg.page_size,
+                                       cfg.kv_fp8, cfg.request, out);
   // Fold plans send every row to the extend kernel: no decode-class rows.
   if (e.empty() && cfg.mode == DispatchMode::kFold) out->decode_max_q = 0;
   return e;
@@ -197,8 +192,14 @@ std::string config_launch_policy(const PlanConfig& cfg, LaunchPolicy* out) {
 PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_out) {
   PlanResult r;
   LaunchPolicy policy;
-  if (std::string e = config_launch_policy(cfg, &policy); !e.empty()) { r.error = e; return r; }
-  if (std::string e = check_inputs(cfg, in, /*rows=*/false); !e.empty()) { r.error = e; return r; }
+  if (std::string e = config_launch_policy(cfg, &policy); !e.empty()) {
+    r.error = e;
+    return r;
+  }
+  if (std::string e = check_inputs(cfg, in, /*rows=*/false); !e.empty()) {
+    r.error = e;
+    return r;
+  }
   GraphBounds graph;
   if (cfg.graph_safe) {
     // The rows are checked in step 1 below; an invalid row is still the error reported first.
@@ -208,8 +209,8 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     };
     if (std::string e = graph_bounds(cfg, policy, &graph); !e.empty()) return failed_graph(e);
     if (in.num_rows > cfg.graph_max_rows)
-      return failed_graph(cat("the step has ", in.num_rows, " rows, over the graph bucket's max_batch = ",
-                              cfg.graph_max_rows));
+      return failed_graph(
+          cat("the step has ", in.num_rows, " rows, over the graph bucket's max_batch = ", cfg.graph_max_rows));
     if (cfg.graph_max_kv_pages > 0 && in.kv_indptr[in.num_rows] > cfg.graph_max_kv_pages)
       return failed_graph(cat("the step needs ", in.kv_indptr[in.num_rows], " page ids but the captured run()'s ",
                               "kv_indices holds ", cfg.graph_max_kv_pages, ": a replay would read past it (capture ",
@@ -282,10 +283,10 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   // The launch's bound on a decode row's queries (grid and kernel variant): the step's longest,
   // or the policy's in graph-safe and deterministic plans, so that neither the captured geometry
   // nor a row's kernel variant depends on the rest of the batch. It fixes the MMA blocks per CTA.
-  const int32_t launch_q = (cfg.graph_safe || cfg.deterministic) ? std::max(1, policy.decode_max_q)
-                                                                 : std::max(1, max_decode_q);
-  const int cta_blocks = decode_cta_blocks(launch_q, group, cfg.head_dim, cfg.kv_fp8,
-                                           policy.decode_kernel == DecodeKernel::kTensorCore);
+  const int32_t launch_q =
+      (cfg.graph_safe || cfg.deterministic) ? std::max(1, policy.decode_max_q) : std::max(1, max_decode_q);
+  const int cta_blocks =
+      decode_cta_blocks(launch_q, group, cfg.head_dim, cfg.kv_fp8, policy.decode_kernel == DecodeKernel::kTensorCore);
   const int64_t one_query_ctas = decode_row_ctas(1, group, cta_blocks);
   chunk.resize(Nd);  // the key counts of step 1
   split_indptr.resize(Nd + 1);
@@ -322,8 +323,8 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
         for (int64_t d = 0; d < Nd; ++d) {
           const int64_t keys = chunk[d];  // the key counts of step 1
           const int64_t n = row_splits(keys, c, align, cfg, &row_chunk);
-          ctas += n * (max_decode_q <= 1 ? one_query_ctas
-                                         : decode_row_ctas(extend_len(decode_rows[d]), group, cta_blocks));
+          ctas +=
+              n * (max_decode_q <= 1 ? one_query_ctas : decode_row_ctas(extend_len(decode_rows[d]), group, cta_blocks));
           longest = std::max(longest, std::min(keys, row_chunk));
         }
         const int64_t cost = ceil_div(ctas * cfg.num_kv_heads, std::max<int64_t>(1, target_ctas)) * longest;
@@ -347,8 +348,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   if (cfg.graph_safe && num_partials > graph.max_partials)
     return failed(r, cat("the step's decode rows need ", num_partials,
                          " arena slots (query tokens x KV splits), over the graph bucket's max_partials = ",
-                         graph.max_partials,
-                         " (raise max_partials, or fixed_split_tokens in deterministic mode)"));
+                         graph.max_partials, " (raise max_partials, or fixed_split_tokens in deterministic mode)"));
 
   // 3. Extend work list: (row, q_start) tiles, costliest first so the longest
   // tiles start early and the tail of the launch is short.
@@ -402,7 +402,10 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   std::vector<int64_t>& info = r.info;
   info.assign(kPlanNumFields, 0);
   int64_t off = 0;
-  auto take = [&](PlanInfoField f, int64_t n) { info[f] = off; off += n; };
+  auto take = [&](PlanInfoField f, int64_t n) {
+    info[f] = off;
+    off += n;
+  };
   // Graph-safe plans lay every array out at its bucket capacity, so the offsets
   // (baked into a captured launch) are the same for every plan of the bucket.
   const int64_t cap_rows = cfg.graph_safe ? cfg.graph_max_rows : B;
@@ -418,8 +421,8 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   take(kPlanOffDecodeChunkTokens, cap_decode);
   take(kPlanOffExtendTiles, 2 * cap_tiles);
   if (cfg.meta_capacity > 0 && off > cfg.meta_capacity) {
-    r.error = cat("plan metadata needs ", off, " int32 entries but the buffer holds ",
-                  cfg.meta_capacity, " (raise max_batch / max_tokens)");
+    r.error = cat("plan metadata needs ", off, " int32 entries but the buffer holds ", cfg.meta_capacity,
+                  " (raise max_batch / max_tokens)");
     r.info.clear();
     return r;
   }
@@ -519,17 +522,22 @@ PlanView plan_view(const int64_t* info, const int32_t* meta) {
 }
 
 const char* const* plan_config_field_names() {
+  // A table, as written (clang-format would put one name a line).
+  // clang-format off
   static const char* const names[kCfgNumFields + 1] = {
       "page_size", "num_qo_heads", "num_kv_heads", "head_dim", "window_left", "mode",
       "deterministic", "fixed_split_tokens", "max_splits_per_row", "min_split_tokens",
       "ctas_per_sm", "kv_fp8", "device_kind", "device_arch", "num_sms", "device_sm90_extend",
-      "device_tma_encoder", "extend_kernel", "decode_kernel", "extend_kv_splits", "extend_tma",
+      "device_tma_encoder", "device_hip_mfma", "extend_kernel", "decode_kernel", "extend_kv_splits", "extend_tma",
       "extend_tile_tokens", "graph_safe", "graph_max_rows", "graph_max_tokens",
       "graph_max_extend_tokens", "graph_max_partials", "graph_max_kv_pages", "decode_max_q", nullptr};
+  // clang-format on
   return names;
 }
 
 const char* const* plan_info_field_names() {
+  // A table, as written (clang-format would put one name a line).
+  // clang-format off
   static const char* const names[kPlanNumFields + 1] = {
       "magic", "num_rows", "num_tokens", "mode", "num_decode_rows", "num_extend_rows",
       "num_extend_tiles", "extend_tile_tokens", "num_partials", "max_splits", "meta_len",
@@ -540,12 +548,12 @@ const char* const* plan_info_field_names() {
       "extend_block_rows", "extend_kv_splits", "extend_tma", "decode_kernel", "off_counts", "kv_fp8", "graph_safe",
       "graph_max_rows", "graph_max_tokens", "graph_max_tiles", "graph_max_partials", "decode_max_q",
       "decode_max_q_policy", "decode_cta_blocks", nullptr};
+  // clang-format on
   return names;
 }
 
 std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
-  if (len != kCfgNumFields)
-    return cat("config: expected ", int(kCfgNumFields), " entries, got ", len);
+  if (len != kCfgNumFields) return cat("config: expected ", int(kCfgNumFields), " entries, got ", len);
   for (int f = 0; f < kCfgNumFields; ++f)
     if (v[f] < INT32_MIN || v[f] > INT32_MAX)
       return cat("config: ", plan_config_field_names()[f], " = ", v[f], " is out of range");
@@ -554,10 +562,10 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
       return cat(plan_config_field_names()[f], " must be in [", lo, ", ", hi, "], got ", v[f]);
     return {};
   };
-  for (auto e : {in(kCfgMode, 0, 1), in(kCfgDeterministic, 0, 1), in(kCfgKvFp8, 0, 1),
-                 in(kCfgDeviceKind, 0, 2), in(kCfgDeviceSm90Extend, 0, 1), in(kCfgDeviceTmaEncoder, 0, 1),
-                 in(kCfgExtendKernel, 0, 3), in(kCfgDecodeKernel, 0, 3), in(kCfgExtendTma, -1, 1), in(kCfgGraphSafe, 0, 1),
-                 in(kCfgWindowLeft, -1, INT32_MAX)})
+  for (auto e : {in(kCfgMode, 0, 1), in(kCfgDeterministic, 0, 1), in(kCfgKvFp8, 0, 1), in(kCfgDeviceKind, 0, 2),
+                 in(kCfgDeviceSm90Extend, 0, 1), in(kCfgDeviceTmaEncoder, 0, 1), in(kCfgDeviceHipMfma, 0, 1),
+                 in(kCfgExtendKernel, 0, 3), in(kCfgDecodeKernel, 0, 3), in(kCfgExtendTma, -1, 1),
+                 in(kCfgGraphSafe, 0, 1), in(kCfgWindowLeft, -1, INT32_MAX)})
     if (!e.empty()) return e;
   PlanConfig& c = *cfg;
   c.page_size = int32_t(v[kCfgPageSize]);
@@ -577,6 +585,7 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
   c.device.num_sms = int32_t(v[kCfgNumSms]);
   c.device.sm90_extend = v[kCfgDeviceSm90Extend] != 0;
   c.device.tma_encoder = v[kCfgDeviceTmaEncoder] != 0;
+  c.device.hip_mfma = v[kCfgDeviceHipMfma] != 0;
   c.request.extend_kernel = ExtendKernel(v[kCfgExtendKernel]);
   c.request.decode_kernel = DecodeKernel(v[kCfgDecodeKernel]);
   c.request.extend_kv_splits = int32_t(v[kCfgExtendKvSplits]);
@@ -593,8 +602,7 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
 }
 
 std::string check_plan_info(const int64_t* info, int64_t len) {
-  if (len != kPlanNumFields)
-    return cat("plan_info: expected ", int(kPlanNumFields), " entries, got ", len);
+  if (len != kPlanNumFields) return cat("plan_info: expected ", int(kPlanNumFields), " entries, got ", len);
   if (info[kPlanMagic] != kPlanMagicValue) return "plan_info: not a plan made by mixed_attn.plan";
   const int64_t meta_len = info[kPlanMetaLen];
   for (int f = kPlanOffQoIndptr; f <= kPlanOffExtendTiles; ++f)

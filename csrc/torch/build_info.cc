@@ -26,6 +26,4 @@ std::vector<std::string> build_info_op() {
 }  // namespace
 }  // namespace mixed_attn
 
-TORCH_LIBRARY_IMPL(mixed_attn, CompositeExplicitAutograd, m) {
-  m.impl("build_info", &mixed_attn::build_info_op);
-}
+TORCH_LIBRARY_IMPL(mixed_attn, CompositeExplicitAutograd, m) { m.impl("build_info", &mixed_attn::build_info_op); }

@@ -27,10 +27,10 @@
 namespace {
 
 PyObject* g_tensor_type = nullptr;  // torch.Tensor, set by init()
-PyObject* g_cdata = nullptr;        // "_cdata": a tensor's TensorImpl address (torch/_tensor.py)
+PyObject* g_cdata = nullptr;  // "_cdata": a tensor's TensorImpl address (torch/_tensor.py)
 
-using PlanUploadFn = std::vector<int64_t>(const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                          const at::Tensor&, const at::Tensor&, const at::Tensor&);
+using PlanUploadFn = std::vector<int64_t>(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                          const at::Tensor&, const at::Tensor&);
 
 // The tensor behind a plain torch.Tensor, borrowed (+0: the caller's Python objects keep it alive
 // for the call; taking a reference would go through the Python object, under the GIL), or
@@ -58,8 +58,8 @@ bool unpack(PyObject* obj, Borrowed* out) {
     PyErr_Clear();
     return false;
   }
-  out->t = at::Tensor(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::reclaim(
-      static_cast<c10::TensorImpl*>(impl)));
+  out->t = at::Tensor(
+      c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::reclaim(static_cast<c10::TensorImpl*>(impl)));
   return true;
 }
 
@@ -103,9 +103,8 @@ PyObject* plan_upload(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   // wait for the copy out of this host buffer two steps ago).
   PyThreadState* state = PyEval_SaveThread();
   try {
-    static const auto op = c10::Dispatcher::singleton()
-                               .findSchemaOrThrow("mixed_attn::plan_upload", "")
-                               .typed<PlanUploadFn>();
+    static const auto op =
+        c10::Dispatcher::singleton().findSchemaOrThrow("mixed_attn::plan_upload", "").typed<PlanUploadFn>();
     info = direct ? op.redispatch(ks, *t[0], *t[1], *t[2], *t[3], *t[4], *t[5])
                   : op.call(*t[0], *t[1], *t[2], *t[3], *t[4], *t[5]);
     ok = true;
@@ -130,14 +129,12 @@ PyObject* plan_upload(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 
 PyMethodDef methods[] = {
     {"init", init, METH_O, "init(torch.Tensor): the tensor type plan_upload accepts"},
-    {"plan_upload", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(plan_upload)),
-     METH_FASTCALL,
+    {"plan_upload", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(plan_upload)), METH_FASTCALL,
      "plan_upload(qo_indptr, kv_indptr, seq_lens, meta_host, meta_device, config, max_rows): "
      "plan_info, or None (then make the regular torch.ops.mixed_attn.plan_upload call)"},
     {nullptr, nullptr, 0, nullptr}};
 
-PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_fastplan", nullptr, -1, methods,
-                          nullptr, nullptr, nullptr, nullptr};
+PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_fastplan", nullptr, -1, methods, nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace
 

@@ -19,13 +19,12 @@ DType to_dtype(at::ScalarType t) {
 namespace {
 
 void check_device(const at::Tensor& t, const char* name, const at::Device& dev) {
-  TORCH_CHECK(t.device() == dev, "mixed_attn.forward: ", name, " must be on ", dev,
-              " (where q is), got ", t.device());
+  TORCH_CHECK(t.device() == dev, "mixed_attn.forward: ", name, " must be on ", dev, " (where q is), got ", t.device());
 }
 
 void check_shape(const at::Tensor& t, const char* name, std::vector<int64_t> want) {
-  TORCH_CHECK(t.sizes() == c10::IntArrayRef(want), "mixed_attn.forward: ", name,
-              " must have shape ", c10::IntArrayRef(want), ", got ", t.sizes());
+  TORCH_CHECK(t.sizes() == c10::IntArrayRef(want), "mixed_attn.forward: ", name, " must have shape ",
+              c10::IntArrayRef(want), ", got ", t.sizes());
 }
 
 void check_last_dim_contiguous(const at::Tensor& t, const char* name) {
@@ -34,8 +33,7 @@ void check_last_dim_contiguous(const at::Tensor& t, const char* name) {
 }
 
 void check_finite_positive(double x, const char* name) {
-  TORCH_CHECK(std::isfinite(x) && x > 0, "mixed_attn.forward: ", name,
-              " must be finite and > 0, got ", x);
+  TORCH_CHECK(std::isfinite(x) && x > 0, "mixed_attn.forward: ", name, " must be finite and > 0, got ", x);
 }
 
 }  // namespace
@@ -76,30 +74,26 @@ ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q, bool capt
                 capturing ? "the graph bucket's max_tokens is " : "the plan has ", rows_needed);
   };
 
-
   const at::Device dev = a.q.device();
   // q
   TORCH_CHECK(a.q.dim() == 3, F, "q must be [T, Hq, D], got ", a.q.dim(), " dims");
   const auto qt = a.q.scalar_type();
   TORCH_CHECK(qt == at::kBFloat16 || qt == at::kHalf || (allow_fp32_q && qt == at::kFloat), F,
-              "q must be bfloat16 or float16", allow_fp32_q ? " (or float32 on the CPU)" : "",
-              ", got ", qt);
+              "q must be bfloat16 or float16", allow_fp32_q ? " (or float32 on the CPU)" : "", ", got ", qt);
   TORCH_CHECK(a.q.size(1) == Hq && a.q.size(2) == D, F, "q must be [T, ", Hq, ", ", D,
               "] (heads and head_dim of the plan), got ", a.q.sizes());
   if (graph) {
     check_token_shape(a.q, "q", {Hq, D});
   } else {
-    TORCH_CHECK(a.q.size(0) == T, F, "q has ", a.q.size(0), " tokens but the plan has ", T,
-                " (qo_indptr[-1])");
+    TORCH_CHECK(a.q.size(0) == T, F, "q has ", a.q.size(0), " tokens but the plan has ", T, " (qo_indptr[-1])");
   }
   check_last_dim_contiguous(a.q, "q");
   // plan_meta
   check_device(a.plan_meta, "plan_meta", dev);
-  TORCH_CHECK(a.plan_meta.scalar_type() == at::kInt && a.plan_meta.dim() == 1 &&
-                  a.plan_meta.is_contiguous(),
-              F, "plan_meta must be a contiguous 1-D int32 tensor");
-  TORCH_CHECK(a.plan_meta.numel() >= info[kPlanMetaLen], F, "plan_meta holds ",
-              a.plan_meta.numel(), " entries, the plan needs ", info[kPlanMetaLen]);
+  TORCH_CHECK(a.plan_meta.scalar_type() == at::kInt && a.plan_meta.dim() == 1 && a.plan_meta.is_contiguous(), F,
+              "plan_meta must be a contiguous 1-D int32 tensor");
+  TORCH_CHECK(a.plan_meta.numel() >= info[kPlanMetaLen], F, "plan_meta holds ", a.plan_meta.numel(),
+              " entries, the plan needs ", info[kPlanMetaLen]);
   // k, v (new tokens)
   TORCH_CHECK(a.k.has_value() == a.v.has_value(), F,
               "k and v must be given together (both to save the new tokens, neither to skip the save)");
@@ -107,8 +101,7 @@ ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q, bool capt
   if (save) {
     for (auto [t, name] : {std::pair{&*a.k, "k"}, std::pair{&*a.v, "v"}}) {
       check_device(*t, name, dev);
-      TORCH_CHECK(t->scalar_type() == qt, F, name, " must have q's dtype ", qt, ", got ",
-                  t->scalar_type());
+      TORCH_CHECK(t->scalar_type() == qt, F, name, " must have q's dtype ", qt, ", got ", t->scalar_type());
       check_token_shape(*t, name, {Hkv, D});
       check_last_dim_contiguous(*t, name);
     }
@@ -117,36 +110,33 @@ ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q, bool capt
   const auto kvt = a.k_cache.scalar_type();
   TORCH_CHECK(kvt == qt || kvt == at::kFloat8_e4m3fn, F, "k_cache must have q's dtype (", qt,
               ") or float8_e4m3fn, got ", kvt);
-  TORCH_CHECK(a.v_cache.scalar_type() == kvt, F, "v_cache must have k_cache's dtype ", kvt,
-              ", got ", a.v_cache.scalar_type());
+  TORCH_CHECK(a.v_cache.scalar_type() == kvt, F, "v_cache must have k_cache's dtype ", kvt, ", got ",
+              a.v_cache.scalar_type());
   // The plan chose its kernels for one cache dtype (the sm_90a extend kernel takes b16 only).
-  TORCH_CHECK(info[kPlanExtendKernel] == int64_t(ExtendKernel::kHost) ||
-                  (kvt == at::kFloat8_e4m3fn) == (info[kPlanKvFp8] != 0), F, "k_cache is ", kvt,
-              " but the plan was made for a ", info[kPlanKvFp8] ? "float8_e4m3fn" : "bf16/fp16",
-              " cache: build the wrapper with kv_dtype=k_cache.dtype");
+  TORCH_CHECK(
+      info[kPlanExtendKernel] == int64_t(ExtendKernel::kHost) || (kvt == at::kFloat8_e4m3fn) == (info[kPlanKvFp8] != 0),
+      F, "k_cache is ", kvt, " but the plan was made for a ", info[kPlanKvFp8] ? "float8_e4m3fn" : "bf16/fp16",
+      " cache: build the wrapper with kv_dtype=k_cache.dtype");
   for (auto [t, name] : {std::pair{&a.k_cache, "k_cache"}, std::pair{&a.v_cache, "v_cache"}}) {
     check_device(*t, name, dev);
-    TORCH_CHECK(t->dim() == 4, F, name, " must be [num_pages, page_size, Hkv, D], got ", t->dim(),
-                " dims");
-    TORCH_CHECK(t->size(1) == page && t->size(2) == Hkv && t->size(3) == D, F, name,
-                " must be [num_pages, ", page, ", ", Hkv, ", ", D, "] (page_size, Hkv, D of the plan), got ",
-                t->sizes());
+    TORCH_CHECK(t->dim() == 4, F, name, " must be [num_pages, page_size, Hkv, D], got ", t->dim(), " dims");
+    TORCH_CHECK(t->size(1) == page && t->size(2) == Hkv && t->size(3) == D, F, name, " must be [num_pages, ", page,
+                ", ", Hkv, ", ", D, "] (page_size, Hkv, D of the plan), got ", t->sizes());
     check_last_dim_contiguous(*t, name);
   }
-  TORCH_CHECK(a.v_cache.size(0) == a.k_cache.size(0), F, "v_cache has ", a.v_cache.size(0),
-              " pages but k_cache has ", a.k_cache.size(0));
+  TORCH_CHECK(a.v_cache.size(0) == a.k_cache.size(0), F, "v_cache has ", a.v_cache.size(0), " pages but k_cache has ",
+              a.k_cache.size(0));
   // page table
   check_device(a.kv_indices, "kv_indices", dev);
-  TORCH_CHECK(a.kv_indices.scalar_type() == at::kInt && a.kv_indices.dim() == 1 &&
-                  a.kv_indices.is_contiguous(),
-              F, "kv_indices must be a contiguous 1-D int32 tensor, got ",
-              a.kv_indices.scalar_type(), " with ", a.kv_indices.dim(), " dims");
-  TORCH_CHECK(a.kv_indices.numel() >= info[kPlanNumKvPages], F, "kv_indices holds ",
-              a.kv_indices.numel(), " page ids but kv_indptr[-1] is ", info[kPlanNumKvPages]);
+  TORCH_CHECK(a.kv_indices.scalar_type() == at::kInt && a.kv_indices.dim() == 1 && a.kv_indices.is_contiguous(), F,
+              "kv_indices must be a contiguous 1-D int32 tensor, got ", a.kv_indices.scalar_type(), " with ",
+              a.kv_indices.dim(), " dims");
+  TORCH_CHECK(a.kv_indices.numel() >= info[kPlanNumKvPages], F, "kv_indices holds ", a.kv_indices.numel(),
+              " page ids but kv_indptr[-1] is ", info[kPlanNumKvPages]);
   // arena
   if (split && (graph ? info[kPlanGraphMaxPartials] > 1 : num_partials > 0)) {
-    TORCH_CHECK(a.partial_out.has_value() && a.partial_lse.has_value(), F,
-                "the plan has ", graph ? info[kPlanGraphMaxPartials] : num_partials,
+    TORCH_CHECK(a.partial_out.has_value() && a.partial_lse.has_value(), F, "the plan has ",
+                graph ? info[kPlanGraphMaxPartials] : num_partials,
                 " decode splits but no arena (partial_out / partial_lse) was given");
   }
   if (a.partial_out.has_value() || a.partial_lse.has_value()) {
@@ -158,42 +148,38 @@ ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q, bool capt
     check_device(pl, "partial_lse", dev);
     TORCH_CHECK(po.scalar_type() == at::kFloat && pl.scalar_type() == at::kFloat, F,
                 "partial_out and partial_lse must be float32");
-    TORCH_CHECK(po.is_contiguous() && pl.is_contiguous(), F,
-                "partial_out and partial_lse must be contiguous");
-    TORCH_CHECK(po.dim() == 3 && po.size(1) == Hq && po.size(2) == D, F,
-                "partial_out must be [slots, ", Hq, ", ", D, "], got ", po.sizes());
-    TORCH_CHECK(pl.dim() == 2 && pl.size(1) == Hq && pl.size(0) == po.size(0), F,
-                "partial_lse must be [", po.size(0), ", ", Hq, "], got ", pl.sizes());
+    TORCH_CHECK(po.is_contiguous() && pl.is_contiguous(), F, "partial_out and partial_lse must be contiguous");
+    TORCH_CHECK(po.dim() == 3 && po.size(1) == Hq && po.size(2) == D, F, "partial_out must be [slots, ", Hq, ", ", D,
+                "], got ", po.sizes());
+    TORCH_CHECK(pl.dim() == 2 && pl.size(1) == Hq && pl.size(0) == po.size(0), F, "partial_lse must be [", po.size(0),
+                ", ", Hq, "], got ", pl.sizes());
     TORCH_CHECK(po.size(0) >= slots_needed, F, "arena too small: the plan needs ", slots_needed,
                 " partial slots, partial_out holds ", po.size(0),
                 " (plan through MixedAttention.plan, which grows the arena)");
   }
   // outputs
   check_device(a.out, "out", dev);
-  TORCH_CHECK(a.out.scalar_type() == qt, F, "out must have q's dtype ", qt, ", got ",
-              a.out.scalar_type());
+  TORCH_CHECK(a.out.scalar_type() == qt, F, "out must have q's dtype ", qt, ", got ", a.out.scalar_type());
   check_token_shape(a.out, "out", {Hq, D});
   check_last_dim_contiguous(a.out, "out");
   if (a.lse.has_value()) {
     check_device(*a.lse, "lse", dev);
-    TORCH_CHECK(a.lse->scalar_type() == at::kFloat, F, "lse must be float32, got ",
-                a.lse->scalar_type());
+    TORCH_CHECK(a.lse->scalar_type() == at::kFloat, F, "lse must be float32, got ", a.lse->scalar_type());
     check_token_shape(*a.lse, "lse", {Hq});
     check_last_dim_contiguous(*a.lse, "lse");
   }
   if (a.sinks.has_value()) {
     check_device(*a.sinks, "sinks", dev);
-    TORCH_CHECK(a.sinks->scalar_type() == at::kFloat, F, "sinks must be float32, got ",
-                a.sinks->scalar_type());
+    TORCH_CHECK(a.sinks->scalar_type() == at::kFloat, F, "sinks must be float32, got ", a.sinks->scalar_type());
     check_shape(*a.sinks, "sinks", {Hq});
     TORCH_CHECK(a.sinks->is_contiguous(), F, "sinks must be contiguous");
   }
   // scalars
   check_finite_positive(a.sm_scale, "sm_scale");
-  TORCH_CHECK(std::isfinite(a.logit_cap) && a.logit_cap >= 0, F,
-              "logit_cap must be finite and >= 0 (0 = off), got ", a.logit_cap);
-  TORCH_CHECK(a.window_left == info[kPlanWindowLeft], F, "window_left (", a.window_left,
-              ") differs from the plan's (", info[kPlanWindowLeft], "): re-plan with the same window");
+  TORCH_CHECK(std::isfinite(a.logit_cap) && a.logit_cap >= 0, F, "logit_cap must be finite and >= 0 (0 = off), got ",
+              a.logit_cap);
+  TORCH_CHECK(a.window_left == info[kPlanWindowLeft], F, "window_left (", a.window_left, ") differs from the plan's (",
+              info[kPlanWindowLeft], "): re-plan with the same window");
   check_finite_positive(a.k_scale, "k_scale");
   check_finite_positive(a.v_scale, "v_scale");
 
@@ -274,13 +260,10 @@ ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q, bool capt
 static void check_host_int32(const at::Tensor& t, const char* name, int64_t numel) {
   TORCH_CHECK(t.device().is_cpu(), "mixed_attn.plan: ", name,
               " must be a host (CPU) tensor: planning never reads device memory, got ", t.device());
-  TORCH_CHECK(t.scalar_type() == at::kInt, "mixed_attn.plan: ", name, " must be int32, got ",
-              t.scalar_type());
-  TORCH_CHECK(t.dim() == 1 && t.is_contiguous(), "mixed_attn.plan: ", name,
-              " must be a contiguous 1-D tensor");
+  TORCH_CHECK(t.scalar_type() == at::kInt, "mixed_attn.plan: ", name, " must be int32, got ", t.scalar_type());
+  TORCH_CHECK(t.dim() == 1 && t.is_contiguous(), "mixed_attn.plan: ", name, " must be a contiguous 1-D tensor");
   if (numel >= 0)
-    TORCH_CHECK(t.numel() == numel, "mixed_attn.plan: ", name, " must have ", numel,
-                " entries, got ", t.numel());
+    TORCH_CHECK(t.numel() == numel, "mixed_attn.plan: ", name, " must have ", numel, " entries, got ", t.numel());
 }
 
 PlanConfig plan_config(c10::IntArrayRef config, int64_t meta_capacity) {
@@ -294,8 +277,7 @@ PlanConfig plan_config(c10::IntArrayRef config, int64_t meta_capacity) {
   };
   thread_local Last last;
   const size_t bytes = sizeof(int64_t) * kCfgNumFields;
-  if (!(last.valid && config.size() == size_t(kCfgNumFields) &&
-        std::memcmp(last.values, config.data(), bytes) == 0)) {
+  if (!(last.valid && config.size() == size_t(kCfgNumFields) && std::memcmp(last.values, config.data(), bytes) == 0)) {
     PlanConfig cfg;
     const std::string err = config_from_list(config.data(), int64_t(config.size()), &cfg);
     TORCH_CHECK(err.empty(), "mixed_attn.plan: ", err);
@@ -308,9 +290,8 @@ PlanConfig plan_config(c10::IntArrayRef config, int64_t meta_capacity) {
   return cfg;
 }
 
-std::vector<int64_t> plan_host(const at::Tensor& qo_indptr, const at::Tensor& kv_indptr,
-                             const at::Tensor& seq_lens, const at::Tensor& meta_out,
-                             c10::IntArrayRef config) {
+std::vector<int64_t> plan_host(const at::Tensor& qo_indptr, const at::Tensor& kv_indptr, const at::Tensor& seq_lens,
+                               const at::Tensor& meta_out, c10::IntArrayRef config) {
   check_host_int32(qo_indptr, "qo_indptr", -1);
   TORCH_CHECK(qo_indptr.numel() >= 2, "mixed_attn.plan: qo_indptr needs at least 2 entries (one row), got ",
               qo_indptr.numel());
@@ -319,17 +300,16 @@ std::vector<int64_t> plan_host(const at::Tensor& qo_indptr, const at::Tensor& kv
   check_host_int32(seq_lens, "seq_lens", B);
   check_host_int32(meta_out, "meta_out", -1);
   const PlanConfig cfg = plan_config(config, meta_out.numel());
-  PlanInputs in{qo_indptr.data_ptr<int32_t>(), kv_indptr.data_ptr<int32_t>(),
-                seq_lens.data_ptr<int32_t>(), int32_t(B)};
+  PlanInputs in{qo_indptr.data_ptr<int32_t>(), kv_indptr.data_ptr<int32_t>(), seq_lens.data_ptr<int32_t>(), int32_t(B)};
   PlanResult r = plan_step(cfg, in, meta_out.data_ptr<int32_t>());
   TORCH_CHECK(r.ok, "mixed_attn.plan: ", r.error);
   return r.info;
 }
 
 c10::IntArrayRef config_list(const at::Tensor& config) {
-  TORCH_CHECK(config.device().is_cpu() && config.scalar_type() == at::kLong && config.dim() == 1 &&
-                  config.is_contiguous(),
-              "mixed_attn.plan_upload: config must be a contiguous 1-D int64 host tensor");
+  TORCH_CHECK(
+      config.device().is_cpu() && config.scalar_type() == at::kLong && config.dim() == 1 && config.is_contiguous(),
+      "mixed_attn.plan_upload: config must be a contiguous 1-D int64 host tensor");
   return c10::IntArrayRef(config.data_ptr<int64_t>(), size_t(config.numel()));
 }
 

@@ -53,9 +53,8 @@ DType to_dtype(at::ScalarType t);
 PlanConfig plan_config(c10::IntArrayRef config, int64_t meta_capacity);
 
 // torch.ops.mixed_attn.plan: checks the host tensors, plans into meta_out, returns plan_info.
-std::vector<int64_t> plan_host(const at::Tensor& qo_indptr, const at::Tensor& kv_indptr,
-                               const at::Tensor& seq_lens, const at::Tensor& meta_out,
-                               c10::IntArrayRef config);
+std::vector<int64_t> plan_host(const at::Tensor& qo_indptr, const at::Tensor& kv_indptr, const at::Tensor& seq_lens,
+                               const at::Tensor& meta_out, c10::IntArrayRef config);
 
 // A config passed as a host int64 tensor, viewed as the list.
 c10::IntArrayRef config_list(const at::Tensor& config);

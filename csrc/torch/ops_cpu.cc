@@ -14,9 +14,8 @@
 namespace mixed_attn {
 namespace {
 
-std::vector<int64_t> plan_op(const at::Tensor& qo_indptr, const at::Tensor& kv_indptr,
-                             const at::Tensor& seq_lens, const at::Tensor& meta_out,
-                             c10::IntArrayRef config) {
+std::vector<int64_t> plan_op(const at::Tensor& qo_indptr, const at::Tensor& kv_indptr, const at::Tensor& seq_lens,
+                             const at::Tensor& meta_out, c10::IntArrayRef config) {
   return plan_host(qo_indptr, kv_indptr, seq_lens, meta_out, config);
 }
 
@@ -26,8 +25,7 @@ std::vector<int64_t> plan_upload_cpu(const at::Tensor& qo_indptr, const at::Tens
                                      const at::Tensor& meta_device, const at::Tensor& config) {
   check_upload_target(meta_host, meta_device);
   std::vector<int64_t> info = plan_host(qo_indptr, kv_indptr, seq_lens, meta_host, config_list(config));
-  std::memcpy(meta_device.data_ptr<int32_t>(), meta_host.data_ptr<int32_t>(),
-              sizeof(int32_t) * info[kPlanMetaLen]);
+  std::memcpy(meta_device.data_ptr<int32_t>(), meta_host.data_ptr<int32_t>(), sizeof(int32_t) * info[kPlanMetaLen]);
   return info;
 }
 
@@ -43,8 +41,8 @@ std::vector<int64_t> launch_policy_op(c10::IntArrayRef config) {
     err = graph_bounds(cfg, p, &g);
     TORCH_CHECK(err.empty(), "mixed_attn: ", err);
   }
-  return {int64_t(p.extend_kernel), p.extend_block_rows, p.extend_pack, p.extend_tile_tokens,
-          p.extend_tma ? 1 : 0, int64_t(p.decode_kernel), g.max_tiles, g.max_partials, p.decode_max_q};
+  return {int64_t(p.extend_kernel), p.extend_block_rows, p.extend_pack,  p.extend_tile_tokens, p.extend_tma ? 1 : 0,
+          int64_t(p.decode_kernel), g.max_tiles,         g.max_partials, p.decode_max_q};
 }
 
 std::vector<std::string> plan_field_names_op(c10::string_view which) {
@@ -58,19 +56,19 @@ std::vector<std::string> plan_field_names_op(c10::string_view which) {
   return out;
 }
 
-// [kind, arch, num_sms, sm90_extend, tma_encoder] of DeviceDesc.
+// [kind, arch, num_sms, sm90_extend, tma_encoder, hip_mfma] of DeviceDesc.
 std::vector<int64_t> device_desc_op(c10::Device device) {
   DeviceDesc d;
 #ifdef MIXED_ATTN_WITH_CUDA
   if (device.is_cuda()) {
     const char* err = gpu::query_device(device.has_index() ? device.index() : -1, &d);
     TORCH_CHECK(err == nullptr, "mixed_attn.device_desc: ", err);
-    return {int64_t(d.kind), d.arch, d.num_sms, d.sm90_extend ? 1 : 0, d.tma_encoder ? 1 : 0};
+    return {int64_t(d.kind), d.arch, d.num_sms, d.sm90_extend ? 1 : 0, d.tma_encoder ? 1 : 0, d.hip_mfma ? 1 : 0};
   }
 #endif
   TORCH_CHECK(device.is_cpu(), "mixed_attn: this build has no kernels for ", device,
               " (built without its GPU backend)");
-  return {int64_t(d.kind), d.arch, d.num_sms, 0, 0};
+  return {int64_t(d.kind), d.arch, d.num_sms, 0, 0, 0};
 }
 
 // Page ids are host-readable here, so the CPU path always checks them.
@@ -82,24 +80,20 @@ void check_page_ids(const ForwardLaunch& L, int64_t num_pages) {
     const int64_t n = (pl.seq_lens[b] + page - 1) / page;
     for (int64_t i = 0; i < n; ++i) {
       const int32_t id = ids[pl.kv_indptr[b] + i];
-      TORCH_CHECK(id >= 0 && id < num_pages, "mixed_attn.forward: kv_indices[",
-                  pl.kv_indptr[b] + i, "] = ", id, " (row ", b, ") is not a page of the cache (",
-                  num_pages, " pages)");
+      TORCH_CHECK(id >= 0 && id < num_pages, "mixed_attn.forward: kv_indices[", pl.kv_indptr[b] + i, "] = ", id,
+                  " (row ", b, ") is not a page of the cache (", num_pages, " pages)");
     }
   }
 }
 
-void forward_cpu(const at::Tensor& q, const std::optional<at::Tensor>& k,
-                 const std::optional<at::Tensor>& v, const at::Tensor& k_cache,
-                 const at::Tensor& v_cache, const at::Tensor& kv_indices,
-                 const at::Tensor& plan_meta, c10::IntArrayRef plan_info,
-                 const std::optional<at::Tensor>& partial_out,
+void forward_cpu(const at::Tensor& q, const std::optional<at::Tensor>& k, const std::optional<at::Tensor>& v,
+                 const at::Tensor& k_cache, const at::Tensor& v_cache, const at::Tensor& kv_indices,
+                 const at::Tensor& plan_meta, c10::IntArrayRef plan_info, const std::optional<at::Tensor>& partial_out,
                  const std::optional<at::Tensor>& partial_lse, const at::Tensor& out,
-                 const std::optional<at::Tensor>& lse, const std::optional<at::Tensor>& sinks,
-                 double sm_scale, double logit_cap, int64_t window_left, double k_scale,
-                 double v_scale) {
-  ForwardArgs a{q, k, v, k_cache, v_cache, kv_indices, plan_meta, plan_info, partial_out,
-                partial_lse, out, lse, sinks, sm_scale, logit_cap, window_left, k_scale, v_scale};
+                 const std::optional<at::Tensor>& lse, const std::optional<at::Tensor>& sinks, double sm_scale,
+                 double logit_cap, int64_t window_left, double k_scale, double v_scale) {
+  ForwardArgs a{q,           k,   v,   k_cache, v_cache,  kv_indices, plan_meta,   plan_info, partial_out,
+                partial_lse, out, lse, sinks,   sm_scale, logit_cap,  window_left, k_scale,   v_scale};
   ForwardLaunch L = prepare_forward(a, /*allow_fp32_q=*/true);
   check_page_ids(L, k_cache.size(0));
   // Everything is validated: from here on the call writes.

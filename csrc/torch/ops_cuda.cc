@@ -17,27 +17,28 @@ void check_launch(const char* what, const char* err) {
   TORCH_CHECK(err == nullptr, "mixed_attn.forward: ", what, " failed: ", err);
 }
 
-void forward_cuda(const at::Tensor& q, const std::optional<at::Tensor>& k,
-                  const std::optional<at::Tensor>& v, const at::Tensor& k_cache,
-                  const at::Tensor& v_cache, const at::Tensor& kv_indices,
-                  const at::Tensor& plan_meta, c10::IntArrayRef plan_info,
-                  const std::optional<at::Tensor>& partial_out,
+void forward_cuda(const at::Tensor& q, const std::optional<at::Tensor>& k, const std::optional<at::Tensor>& v,
+                  const at::Tensor& k_cache, const at::Tensor& v_cache, const at::Tensor& kv_indices,
+                  const at::Tensor& plan_meta, c10::IntArrayRef plan_info, const std::optional<at::Tensor>& partial_out,
                   const std::optional<at::Tensor>& partial_lse, const at::Tensor& out,
-                  const std::optional<at::Tensor>& lse, const std::optional<at::Tensor>& sinks,
-                  double sm_scale, double logit_cap, int64_t window_left, double k_scale,
-                  double v_scale) {
-  ForwardArgs a{q, k, v, k_cache, v_cache, kv_indices, plan_meta, plan_info, partial_out,
-                partial_lse, out, lse, sinks, sm_scale, logit_cap, window_left, k_scale, v_scale};
+                  const std::optional<at::Tensor>& lse, const std::optional<at::Tensor>& sinks, double sm_scale,
+                  double logit_cap, int64_t window_left, double k_scale, double v_scale) {
+  ForwardArgs a{q,           k,   v,   k_cache, v_cache,  kv_indices, plan_meta,   plan_info, partial_out,
+                partial_lse, out, lse, sinks,   sm_scale, logit_cap,  window_left, k_scale,   v_scale};
   const c10::cuda::CUDAGuard guard(q.device());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.device().index()).stream();
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   check_launch("cudaStreamIsCapturing", cudaStreamIsCapturing(stream, &capture) == cudaSuccess
-                                            ? nullptr : "could not query the stream's capture state");
+                                            ? nullptr
+                                            : "could not query the stream's capture state");
   ForwardLaunch L = prepare_forward(a, /*allow_fp32_q=*/false, capture == cudaStreamCaptureStatusActive);
   // Variants a subset build left out (CMake options): refused before any launch writes.
-  TORCH_CHECK(gpu::build_has_head_dim(L.extend.attn.head_dim), "mixed_attn.forward: this build has no "
-              "kernels for head_dim ", L.extend.attn.head_dim, " (built with a MIXED_ATTN_HEAD_DIMS subset)");
-  TORCH_CHECK(L.extend.attn.kv_dtype != DType::kFloat8E4M3 || gpu::build_has_fp8(), "mixed_attn.forward: "
+  TORCH_CHECK(gpu::build_has_head_dim(L.extend.attn.head_dim),
+              "mixed_attn.forward: this build has no "
+              "kernels for head_dim ",
+              L.extend.attn.head_dim, " (built with a MIXED_ATTN_HEAD_DIMS subset)");
+  TORCH_CHECK(L.extend.attn.kv_dtype != DType::kFloat8E4M3 || gpu::build_has_fp8(),
+              "mixed_attn.forward: "
               "this build has no kernels for float8_e4m3fn caches (built with MIXED_ATTN_FP8=OFF)");
   if (L.save_kv) check_launch("KV save", gpu::launch_save_kv(L.save, stream));
   check_launch("extend kernel", gpu::launch_extend(L.extend, stream));
@@ -70,13 +71,15 @@ std::vector<int64_t> plan_upload_cuda(const at::Tensor& qo_indptr, const at::Ten
                                       const at::Tensor& meta_device, const at::Tensor& config) {
   check_upload_target(meta_host, meta_device);
   TORCH_CHECK(meta_device.is_cuda(), "mixed_attn.plan_upload: meta_device must be a CUDA tensor");
-  TORCH_CHECK(meta_host.is_pinned(), "mixed_attn.plan_upload: meta_host must be pinned host memory "
+  TORCH_CHECK(meta_host.is_pinned(),
+              "mixed_attn.plan_upload: meta_host must be pinned host memory "
               "(an async copy from pageable memory would synchronise)");
   const c10::cuda::CUDAGuard guard(meta_device.device());
   bool fresh = false;
   cudaEvent_t ev = upload_event(meta_host.data_ptr(), &fresh);
   if (!fresh)
-    TORCH_CHECK(cudaEventSynchronize(ev) == cudaSuccess, "mixed_attn.plan_upload: waiting for the previous copy failed");
+    TORCH_CHECK(cudaEventSynchronize(ev) == cudaSuccess,
+                "mixed_attn.plan_upload: waiting for the previous copy failed");
   std::vector<int64_t> info = plan_host(qo_indptr, kv_indptr, seq_lens, meta_host, config_list(config));
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream(meta_device.device().index()).stream();
   cudaError_t e = cudaMemcpyAsync(meta_device.data_ptr<int32_t>(), meta_host.data_ptr<int32_t>(),

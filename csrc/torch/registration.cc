@@ -39,7 +39,7 @@ TORCH_LIBRARY(mixed_attn, m) {
   m.def("plan_field_names(str which) -> str[]");
 
   // What the planner needs to know of a device: [kind, arch, num_sms,
-  // sm90_extend, tma_encoder] (launch_policy.h, DeviceDesc).
+  // sm90_extend, tma_encoder, hip_mfma] (launch_policy.h, DeviceDesc).
   m.def("device_desc(Device device) -> int[]");
 
   // int32 entries a plan metadata buffer needs for this many rows and tokens.

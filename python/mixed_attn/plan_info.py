@@ -30,7 +30,7 @@ _device_descs = {}
 
 
 def device_desc(device):
-    """[kind, arch, num_sms, sm90_extend, tma_encoder] of a device, queried once per device."""
+    """[kind, arch, num_sms, sm90_extend, tma_encoder, hip_mfma] of a device, queried once per device."""
     device = torch.device(device)
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
@@ -42,12 +42,12 @@ def device_desc(device):
 
 def make_config(device, page_size, num_qo_heads, num_kv_heads, head_dim, num_sms=None, **fields):
     """The planner's config list for a device; unknown field names are an error."""
-    kind, arch, sms, sm90, tma = device_desc(device)
+    kind, arch, sms, sm90, tma, mfma = device_desc(device)
     values = dict(CONFIG_DEFAULTS)
     values.update(page_size=page_size, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads,
                   head_dim=head_dim, device_kind=kind, device_arch=arch,
                   num_sms=sms if num_sms is None else num_sms, device_sm90_extend=sm90,
-                  device_tma_encoder=tma)
+                  device_tma_encoder=tma, device_hip_mfma=mfma)
     for name, value in fields.items():
         if name not in CONFIG_INDEX:
             raise TypeError(f"mixed_attn: unknown plan config field {name!r}")

@@ -15,8 +15,7 @@ namespace mixed_attn::gpu {
 // Two e4m3 bytes (low byte -> low half) to an fp16 pair, as the 32-bit register of a half2:
 // cvt.rn.f16x2.e4m3x2 on sm_89+ (cuda_fp8.h's bit-level fallback on older targets).
 __device__ __forceinline__ uint32_t e4m3x2_to_half2(uint32_t two_bytes) {
-  const __half2_raw h =
-      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_bytes & 0xffffu), __NV_E4M3);
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_bytes & 0xffffu), __NV_E4M3);
   return uint32_t(h.x) | (uint32_t(h.y) << 16);
 }
 #endif

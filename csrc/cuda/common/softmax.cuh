@@ -29,8 +29,8 @@ __device__ __forceinline__ float state_lse(float m, float l) { return (m + log2f
 // Rows i >= kRowsUsed are left alone (a kernel that fills only part of the layout).
 template <class L, int kRowsUsed = L::kRowsPerLane, int kN>
 __device__ __forceinline__ void online_softmax_step(float (&s)[kN][4], float (&row_max)[L::kRowsPerLane],
-                                                    float (&row_sum)[L::kRowsPerLane],
-                                                    float (&alpha)[L::kRowsPerLane], float score_mult) {
+                                                    float (&row_sum)[L::kRowsPerLane], float (&alpha)[L::kRowsPerLane],
+                                                    float score_mult) {
   static_assert(L::kRowsPerLane * L::kCols == 4, "four accumulators per lane and tile");
   constexpr int kCols = L::kCols;
 #pragma unroll
@@ -44,8 +44,7 @@ __device__ __forceinline__ void online_softmax_step(float (&s)[kN][4], float (&r
       mx = fmaxf(mx, v);
     }
 #pragma unroll
-    for (int step = 1; step < L::kLanesPerRow; step *= 2)
-      mx = fmaxf(mx, MA_SHFL_XOR(mx, step << L::kRowLaneShift));
+    for (int step = 1; step < L::kLanesPerRow; step *= 2) mx = fmaxf(mx, MA_SHFL_XOR(mx, step << L::kRowLaneShift));
     // score_mult > 0, so the max of the scaled scores is the scaled max.
     const float m = fmaxf(row_max[i], mx * score_mult);
     // A row with no visible key so far keeps m = -inf; subtract 0 then so that

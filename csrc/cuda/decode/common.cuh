@@ -124,8 +124,8 @@ __device__ __forceinline__ bool load_split_view(const AttentionCommon& a, int x,
   return true;
 }
 
-__device__ __forceinline__ int32_t page_of_key(const SplitView& v, const DecodeConsts& c,
-                                               int32_t page_size, int32_t key, int32_t& slot) {
+__device__ __forceinline__ int32_t page_of_key(const SplitView& v, const DecodeConsts& c, int32_t page_size,
+                                               int32_t key, int32_t& slot) {
   if (c.page_shift >= 0) {
     slot = key & c.page_mask;
     return v.pages[key >> c.page_shift];
@@ -142,14 +142,21 @@ __device__ __forceinline__ float capped_score(float raw, const DecodeConsts& c) 
 
 // Through compat.h's conversions: they also cover ROCm's older bf16 class.
 template <typename T>
-__device__ __forceinline__ float to_float(T x) { return ma_to_float(x); }
+__device__ __forceinline__ float to_float(T x) {
+  return ma_to_float(x);
+}
 template <typename T>
-__device__ __forceinline__ T from_float(float x) { return ma_from_float<T>(x); }
+__device__ __forceinline__ T from_float(float x) {
+  return ma_from_float<T>(x);
+}
 
 // Writes 4 consecutive output values of head `hq` of a row (q dtype).
 template <typename OutT>
 __device__ __forceinline__ void store_out4(OutT* dst, const float (&v)[4]) {
-  union { OutT h[4]; uint2 u; } pack;
+  union {
+    OutT h[4];
+    uint2 u;
+  } pack;
 #pragma unroll
   for (int i = 0; i < 4; ++i) pack.h[i] = from_float<OutT>(v[i]);
   *reinterpret_cast<uint2*>(dst) = pack.u;
@@ -217,9 +224,8 @@ namespace mixed_attn::gpu::decode {
 // result is the split's partial (no sink; -inf and zero weights if no key).
 // The parts are visited in a fixed order: the result does not depend on timing.
 template <int kParts>
-__device__ __forceinline__ void combine_parts(const float* m_parts, const float* l_parts,
-                                              int stride, bool final_out, float sink_log2,
-                                              float v_scale, float (&f)[kParts], float& lse) {
+__device__ __forceinline__ void combine_parts(const float* m_parts, const float* l_parts, int stride, bool final_out,
+                                              float sink_log2, float v_scale, float (&f)[kParts], float& lse) {
   float m = final_out ? sink_log2 : -INFINITY;
 #pragma unroll
   for (int w = 0; w < kParts; ++w) m = fmaxf(m, m_parts[w * stride]);

@@ -19,8 +19,7 @@ const char* launch_decode(const DecodeParams& p, void* stream) {
   const AttentionCommon& a = p.attn;
   const bool graph = a.plan.maybe_counts != nullptr;  // graph-safe: launch over the bucket
   if (graph ? a.plan.graph_max_partials == 0 : a.plan.num_decode_rows == 0) return nullptr;
-  if (a.q_dtype != DType::kBFloat16 && a.q_dtype != DType::kFloat16)
-    return "decode: q must be bfloat16 or float16";
+  if (a.q_dtype != DType::kBFloat16 && a.q_dtype != DType::kFloat16) return "decode: q must be bfloat16 or float16";
   if (a.kv_dtype != a.q_dtype && a.kv_dtype != DType::kFloat8E4M3)
     return "decode: the KV cache must have q's dtype or float8_e4m3fn";
   if (a.num_kv_heads < 1 || a.num_qo_heads % a.num_kv_heads != 0)
@@ -31,19 +30,19 @@ const char* launch_decode(const DecodeParams& p, void* stream) {
     return "decode: the plan's decode_max_q is out of range";
   if (a.plan.decode_cta_blocks != 1 && a.plan.decode_cta_blocks != 2 && a.plan.decode_cta_blocks != 4)
     return "decode: the plan's blocks per CTA must be 1, 2 or 4";
-  if (int64_t(a.num_kv_heads) * decode_row_ctas(a.plan.decode_max_q, a.num_qo_heads / a.num_kv_heads,
-                                                a.plan.decode_cta_blocks) > 65535)
+  if (int64_t(a.num_kv_heads) *
+          decode_row_ctas(a.plan.decode_max_q, a.num_qo_heads / a.num_kv_heads, a.plan.decode_cta_blocks) >
+      65535)
     return "decode: too many kv heads x (query, head) blocks";
   if ((graph ? a.plan.graph_max_partials > 1 : a.plan.max_splits > 1) &&
       (p.partial_out == nullptr || p.partial_lse == nullptr))
     return "decode: the plan splits rows but no arena (partial_out / partial_lse) was given";
   // 16-byte vector accesses: q rows, cache rows and output runs must be aligned.
   const int64_t kv_align = a.kv_dtype == DType::kFloat8E4M3 ? 16 : 8;
-  if (!aligned16(a.q) || !aligned16(a.k_cache) || !aligned16(a.v_cache) || !aligned16(a.out) ||
-      a.q_stride_token % 8 || a.q_stride_head % 8 || a.out_stride_token % 4 ||
-      a.out_stride_head % 4 || a.k_stride_page % kv_align || a.k_stride_slot % kv_align ||
-      a.k_stride_head % kv_align || a.v_stride_page % kv_align || a.v_stride_slot % kv_align ||
-      a.v_stride_head % kv_align)
+  if (!aligned16(a.q) || !aligned16(a.k_cache) || !aligned16(a.v_cache) || !aligned16(a.out) || a.q_stride_token % 8 ||
+      a.q_stride_head % 8 || a.out_stride_token % 4 || a.out_stride_head % 4 || a.k_stride_page % kv_align ||
+      a.k_stride_slot % kv_align || a.k_stride_head % kv_align || a.v_stride_page % kv_align ||
+      a.v_stride_slot % kv_align || a.v_stride_head % kv_align)
     return "decode: q, out and the KV cache need 16-byte aligned rows";
   // The stage-1 kernel the plan chose: tensor cores (CUDA), or the matrix-free
   // one (HIP; on CUDA an independent second implementation for the tests).

@@ -13,8 +13,8 @@
 namespace mixed_attn::gpu::decode {
 
 template <auto kKernel>
-const char* launch_stage1(int smem_bytes, int threads, dim3 grid, const DecodeParams& p,
-                          const DecodeConsts& c, gpuStream_t stream) {
+const char* launch_stage1(int smem_bytes, int threads, dim3 grid, const DecodeParams& p, const DecodeConsts& c,
+                          gpuStream_t stream) {
   if (smem_bytes > 48 * 1024) {
     const char* err = opt_in_dynamic_smem(reinterpret_cast<const void*>(kKernel), smem_bytes);
     if (err != nullptr) return err;
@@ -27,8 +27,8 @@ const char* launch_stage1(int smem_bytes, int threads, dim3 grid, const DecodePa
 template <int D, typename QT, bool kFp8, int kBlocks, bool kTwoHalves>
 const char* launch_tc_variant(dim3 grid, const DecodeParams& p, const DecodeConsts& c, gpuStream_t stream) {
   using Tr = TcTraits<D, kFp8, kBlocks>;
-  return launch_stage1<decode_split_tc_kernel<D, QT, kFp8, kTwoHalves, kBlocks>>(Tr::kSmemBytes, Tr::kThreads, grid,
-                                                                                   p, c, stream);
+  return launch_stage1<decode_split_tc_kernel<D, QT, kFp8, kTwoHalves, kBlocks>>(Tr::kSmemBytes, Tr::kThreads, grid, p,
+                                                                                 c, stream);
 }
 
 template <int D, typename QT, bool kFp8>
@@ -50,8 +50,8 @@ const char* launch_tc(int blocks, bool two_halves, dim3 grid, const DecodeParams
 #endif
 
 template <int D, typename QT>
-const char* launch_stage1_typed(const DecodeParams& p, const DecodeConsts& c, dim3 grid,
-                                bool portable, gpuStream_t stream) {
+const char* launch_stage1_typed(const DecodeParams& p, const DecodeConsts& c, dim3 grid, bool portable,
+                                gpuStream_t stream) {
   const bool fp8 = p.attn.kv_dtype == DType::kFloat8E4M3;
 #if defined(MA_NO_FP8)
   if (fp8) return "this build has no kernels for float8_e4m3fn caches (MIXED_ATTN_FP8=OFF)";
@@ -71,8 +71,7 @@ const char* launch_stage1_typed(const DecodeParams& p, const DecodeConsts& c, di
   (void)portable;
 #endif
 #if !defined(MA_NO_FP8)
-  if (fp8)
-    return launch_stage1<decode_split_portable_kernel<D, QT, uint8_t>>(0, kPortableThreads, grid, p, c, stream);
+  if (fp8) return launch_stage1<decode_split_portable_kernel<D, QT, uint8_t>>(0, kPortableThreads, grid, p, c, stream);
 #endif
   return launch_stage1<decode_split_portable_kernel<D, QT, QT>>(0, kPortableThreads, grid, p, c, stream);
 }
@@ -86,8 +85,8 @@ const char* launch_decode_head_dim(const DecodeParams& p, bool portable, gpuStre
   const bool graph = a.plan.maybe_counts != nullptr;
   const int heads = a.num_kv_heads * c.row_blocks;
   if (graph && a.plan.graph_max_partials == 0) return nullptr;
-  const dim3 grid = graph ? dim3(a.plan.graph_max_partials, heads, 1)
-                          : dim3(a.plan.max_splits, heads, a.plan.num_decode_rows);
+  const dim3 grid =
+      graph ? dim3(a.plan.graph_max_partials, heads, 1) : dim3(a.plan.max_splits, heads, a.plan.num_decode_rows);
   const bool bf16 = a.q_dtype == DType::kBFloat16;
   const char* err = bf16 ? launch_stage1_typed<D, ma_bf16>(p, c, grid, portable, stream)
                          : launch_stage1_typed<D, ma_half>(p, c, grid, portable, stream);
@@ -99,10 +98,8 @@ const char* launch_decode_head_dim(const DecodeParams& p, bool portable, gpuStre
     constexpr int kWarpsPerBlock = 4;
     const int items = (graph ? a.plan.graph_max_rows : a.plan.num_decode_rows) * a.num_qo_heads;
     const dim3 merge_grid((items + kWarpsPerBlock - 1) / kWarpsPerBlock);
-    if (bf16)
-      decode_merge_kernel<D, ma_bf16><<<merge_grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(p);
-    else
-      decode_merge_kernel<D, ma_half><<<merge_grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(p);
+    if (bf16) decode_merge_kernel<D, ma_bf16><<<merge_grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(p);
+    else decode_merge_kernel<D, ma_half><<<merge_grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(p);
   }
   MA_RETURN_LAUNCH_STATUS();
 }

@@ -97,8 +97,8 @@ __device__ __forceinline__ int swizzle(int r) {
 // so a CTA whose row needs fewer blocks than the launch's bound keeps every warp on its keys.
 template <int D, typename QT, bool kFp8, bool kTwoHalves, int kBlocks>
 __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const DecodeConsts& c, const SplitView& sv,
-                                              const int kv_head, const int pair0, const int rows,
-                                              unsigned char* smem, float (*part_m)[16], float (*part_l)[16]) {
+                                              const int kv_head, const int pair0, const int rows, unsigned char* smem,
+                                              float (*part_m)[16], float (*part_l)[16]) {
   using Tr = TcTraits<D, kFp8, kBlocks>;
   using MT = std::conditional_t<kFp8, ma_half, QT>;  // MMA operand type
   constexpr int kHalves = kTwoHalves ? 2 : 1;        // 8-row halves of the 16-row MMA in use
@@ -131,10 +131,10 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
   const int num_tiles = (sv.key_end - sv.key_begin + Tr::kTileKeys - 1) / Tr::kTileKeys;
   const int copy_chunk = tid % Tr::kChunks;
   const int copy_row0 = tid / Tr::kChunks;
-  const char* k_base = static_cast<const char*>(a.k_cache) +
-                       (int64_t(kv_head) * a.k_stride_head) * Tr::kElem + copy_chunk * 16;
-  const char* v_base = static_cast<const char*>(a.v_cache) +
-                       (int64_t(kv_head) * a.v_stride_head) * Tr::kElem + copy_chunk * 16;
+  const char* k_base =
+      static_cast<const char*>(a.k_cache) + (int64_t(kv_head) * a.k_stride_head) * Tr::kElem + copy_chunk * 16;
+  const char* v_base =
+      static_cast<const char*>(a.v_cache) + (int64_t(kv_head) * a.v_stride_head) * Tr::kElem + copy_chunk * 16;
   const uint32_t smem_base = smem_addr(smem);
   int page_ids[Tr::kRowsPerThread];
 
@@ -143,9 +143,7 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
     for (int i = 0; i < Tr::kRowsPerThread; ++i) {
       const int key = sv.key_begin + tile * Tr::kTileKeys + copy_row0 + i * Tr::kRowStep;
       int slot;
-      page_ids[i] = (key < sv.key_end && key >= sv.visible_begin)
-                        ? page_of_key(sv, c, a.page_size, key, slot)
-                        : 0;
+      page_ids[i] = (key < sv.key_end && key >= sv.visible_begin) ? page_of_key(sv, c, a.page_size, key, slot) : 0;
     }
   };
   auto issue_tile = [&](int tile) {
@@ -192,7 +190,10 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
         float x[Tr::kElemsPerChunk];
 #pragma unroll
         for (int v8 = 0; v8 < Tr::kElemsPerChunk / 8; ++v8) {
-          union { uint4 u; QT h[8]; } ld;
+          union {
+            uint4 u;
+            QT h[8];
+          } ld;
           ld.u = valid ? *reinterpret_cast<const uint4*>(qrow + d0 + 8 * v8) : make_uint4(0, 0, 0, 0);
 #pragma unroll
           for (int e = 0; e < 8; ++e) {
@@ -257,30 +258,38 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
 
       // S = Q K^T for the warp's 16 keys (two n8 tiles of 8 keys).
       float s[2][4];
-  #pragma unroll
+#pragma unroll
       for (int nt = 0; nt < 2; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
       const unsigned char* krow[2] = {kbuf + (warp_row0 + g) * Tr::kRowBytes,
                                       kbuf + (warp_row0 + 8 + g) * Tr::kRowBytes};
       const int ksw[2] = {swizzle<Tr::kChunks>(warp_row0 + g), swizzle<Tr::kChunks>(warp_row0 + 8 + g)};
-  #pragma unroll
+#pragma unroll
       for (int cg = 0; cg < Tr::kChunkGroups; ++cg) {
         uint32_t qa[Tr::kStepsPerChunk][4];
-  #pragma unroll
+#pragma unroll
         for (int st = 0; st < Tr::kStepsPerChunk; ++st) {
           if constexpr (Tr::kQInSmem) {
             const uint4 v = q_smem[(cg * Tr::kStepsPerChunk + st) * 32 + lane];
-            qa[st][0] = v.x; qa[st][1] = v.y; qa[st][2] = v.z; qa[st][3] = v.w;
+            qa[st][0] = v.x;
+            qa[st][1] = v.y;
+            qa[st][2] = v.z;
+            qa[st][3] = v.w;
           } else {
-            qa[st][0] = qf[cg][st][0]; qa[st][1] = qf[cg][st][1];
-            qa[st][2] = qf[cg][st][2]; qa[st][3] = qf[cg][st][3];
+            qa[st][0] = qf[cg][st][0];
+            qa[st][1] = qf[cg][st][1];
+            qa[st][2] = qf[cg][st][2];
+            qa[st][3] = qf[cg][st][3];
           }
           if constexpr (!kTwoHalves) qa[st][2] = qa[st][3] = 0u;
         }
-  #pragma unroll
+#pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
-          union { uint4 v; uint32_t w[4]; } kw;
+          union {
+            uint4 v;
+            uint32_t w[4];
+          } kw;
           kw.v = *reinterpret_cast<const uint4*>(krow[nt] + (((cg * 4 + t4) ^ ksw[nt]) << 4));
-  #pragma unroll
+#pragma unroll
           for (int st = 0; st < Tr::kStepsPerChunk; ++st) {
             uint32_t b0, b1;
             if constexpr (kFp8) {
@@ -297,9 +306,9 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
 
       // Scores in log2 units, masked outside each row's [row_begin, row_end).
       const bool need_mask = tile_key0 < all_begin || tile_key0 + 16 > all_end;
-  #pragma unroll
+#pragma unroll
       for (int nt = 0; nt < 2; ++nt)
-  #pragma unroll
+#pragma unroll
         for (int e = 0; e < 4; ++e) {
           float x = capped_score(s[nt][e], c);
           if (need_mask) {
@@ -313,7 +322,7 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
       // layout). Scores are already in log2 units: multiplier 1.
       float alpha[2];
       online_softmax_step<extend_detail::AccLayoutMma16816, kHalves>(s, m_run, l_run, alpha, 1.0f);
-  #pragma unroll
+#pragma unroll
       for (int j = 0; j < Tr::kDRun; ++j) {
         o[j][0] *= alpha[0];
         o[j][1] *= alpha[0];
@@ -331,21 +340,23 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
       // 16; its columns are d = g * D/8 + j of output tile j.
       const unsigned char* vrow[4];
       int vsw[4];
-  #pragma unroll
+#pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int r = warp_row0 + 2 * t4 + (i & 1) + 8 * (i >> 1);
         vrow[i] = vbuf + r * Tr::kRowBytes;
         vsw[i] = swizzle<Tr::kChunks>(r);
       }
       if constexpr (Tr::kVBytes >= 16) {
-  #pragma unroll
+#pragma unroll
         for (int h = 0; h < Tr::kVBytes / 16; ++h) {
           const int chunk = g * (Tr::kVBytes / 16) + h;
-          union { uint4 v; uint32_t w[4]; } x[4];
-  #pragma unroll
-          for (int i = 0; i < 4; ++i)
-            x[i].v = *reinterpret_cast<const uint4*>(vrow[i] + ((chunk ^ vsw[i]) << 4));
-  #pragma unroll
+          union {
+            uint4 v;
+            uint32_t w[4];
+          } x[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) x[i].v = *reinterpret_cast<const uint4*>(vrow[i] + ((chunk ^ vsw[i]) << 4));
+#pragma unroll
           for (int w = 0; w < 4; ++w) {
             if constexpr (kFp8) {
               const int j = 16 * h + 4 * w;
@@ -354,11 +365,9 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
               const uint32_t hi01 = __byte_perm(x[0].w[w], x[1].w[w], 0x7362);
               const uint32_t hi23 = __byte_perm(x[2].w[w], x[3].w[w], 0x7362);
               mma_16816<MT>(o[j + 0], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01), e4m3x2_to_half2(lo23));
-              mma_16816<MT>(o[j + 1], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01 >> 16),
-                            e4m3x2_to_half2(lo23 >> 16));
+              mma_16816<MT>(o[j + 1], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01 >> 16), e4m3x2_to_half2(lo23 >> 16));
               mma_16816<MT>(o[j + 2], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01), e4m3x2_to_half2(hi23));
-              mma_16816<MT>(o[j + 3], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01 >> 16),
-                            e4m3x2_to_half2(hi23 >> 16));
+              mma_16816<MT>(o[j + 3], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01 >> 16), e4m3x2_to_half2(hi23 >> 16));
             } else {
               const int j = 8 * h + 2 * w;
               mma_16816<MT>(o[j], pa0, pa1, pa2, pa3, __byte_perm(x[0].w[w], x[1].w[w], 0x5410),
@@ -371,11 +380,14 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
       } else {
         // 8 bytes per V row (D=64 fp8): d run of 8 elements.
         static_assert(Tr::kVBytes == 8 && kFp8, "unexpected V run");
-        union { uint2 v; uint32_t w[2]; } x[4];
-  #pragma unroll
+        union {
+          uint2 v;
+          uint32_t w[2];
+        } x[4];
+#pragma unroll
         for (int i = 0; i < 4; ++i)
           x[i].v = *reinterpret_cast<const uint2*>(vrow[i] + (((g >> 1) ^ vsw[i]) << 4) + (g & 1) * 8);
-  #pragma unroll
+#pragma unroll
         for (int w = 0; w < 2; ++w) {
           const int j = 4 * w;
           const uint32_t lo01 = __byte_perm(x[0].w[w], x[1].w[w], 0x5140);
@@ -383,11 +395,9 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
           const uint32_t hi01 = __byte_perm(x[0].w[w], x[1].w[w], 0x7362);
           const uint32_t hi23 = __byte_perm(x[2].w[w], x[3].w[w], 0x7362);
           mma_16816<MT>(o[j + 0], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01), e4m3x2_to_half2(lo23));
-          mma_16816<MT>(o[j + 1], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01 >> 16),
-                        e4m3x2_to_half2(lo23 >> 16));
+          mma_16816<MT>(o[j + 1], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01 >> 16), e4m3x2_to_half2(lo23 >> 16));
           mma_16816<MT>(o[j + 2], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01), e4m3x2_to_half2(hi23));
-          mma_16816<MT>(o[j + 3], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01 >> 16),
-                        e4m3x2_to_half2(hi23 >> 16));
+          mma_16816<MT>(o[j + 3], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01 >> 16), e4m3x2_to_half2(hi23 >> 16));
         }
       }
     }  // this warp's key groups

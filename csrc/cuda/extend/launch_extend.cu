@@ -7,41 +7,9 @@
 #include "cuda/launch.h"
 
 #include <cstdint>
-#include <cstring>
-#if defined(MA_HIP)
-#include <atomic>
-#endif
 
 namespace mixed_attn::gpu {
 namespace {
-
-#if defined(MA_HIP)
-// The kernel's MFMA loop is compiled for CDNA2/CDNA3 only (extend/portable/mma.cuh sets
-// MA_EXTEND_HAS_MMA); built for another AMD GPU its body would be empty, so say
-// so instead of returning garbage. The device's architecture name is read once
-// per device (launch_extend runs every step).
-const char* hip_device_error() {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> state[kMaxDevices];  // 0 unknown, 1 CDNA2/3, 2 other
-  int device = 0;
-  if (hipGetDevice(&device) != hipSuccess || device < 0 || device >= kMaxDevices)
-    return "extend: could not query the current HIP device";
-  int s = state[device].load(std::memory_order_relaxed);
-  if (s == 0) {
-    hipDeviceProp_t prop;
-    if (hipGetDeviceProperties(&prop, device) != hipSuccess)
-      return "extend: could not query the current HIP device";
-    const char* arch = prop.gcnArchName;  // e.g. "gfx90a:sramecc+:xnack-"
-    const bool cdna = std::strncmp(arch, "gfx90a", 6) == 0 || std::strncmp(arch, "gfx94", 5) == 0 ||
-                      std::strncmp(arch, "gfx95", 5) == 0;
-    s = cdna ? 1 : 2;
-    state[device].store(s, std::memory_order_relaxed);  // racing writers store the same value
-  }
-  return s == 1 ? nullptr
-                : "extend: the HIP kernel needs an AMD CDNA2/CDNA3 GPU (gfx90a, gfx94x) with "
-                  "MFMA bf16/fp16 instructions";
-}
-#endif
 
 template <typename T>
 const char* dispatch_head_dim(const ExtendParams& p, bool fp8, gpuStream_t stream) {
@@ -72,8 +40,7 @@ const char* dispatch_head_dim(const ExtendParams& p, bool fp8, gpuStream_t strea
     case 256:
       return MA_IF_HD256((fp8 ? MA_IF_FP8((launch_extend_impl<256, T, true>(p, stream)))
                               : launch_extend_impl<256, T, false>(p, stream)));
-    default:
-      return "extend: head_dim must be 64, 128 or 256";
+    default: return "extend: head_dim must be 64, 128 or 256";
   }
 }
 
@@ -83,9 +50,6 @@ const char* launch_extend(const ExtendParams& p, void* stream) {
   const AttentionCommon& a = p.attn;
   // Graph-safe plans launch over the bucket's tiles (the kernels read the step's count).
   if ((a.plan.maybe_counts != nullptr ? a.plan.graph_max_tiles : a.plan.num_extend_tiles) == 0) return nullptr;
-#if defined(MA_HIP)
-  if (const char* err = hip_device_error()) return err;
-#endif
   if (a.num_kv_heads < 1 || a.num_qo_heads % a.num_kv_heads != 0)
     return "extend: num_qo_heads must be a positive multiple of num_kv_heads";
   if (a.plan.extend_tile_tokens < 1) return "extend: plan.extend_tile_tokens must be >= 1";
@@ -94,9 +58,8 @@ const char* launch_extend(const ExtendParams& p, void* stream) {
   if (!fp8 && a.kv_dtype != a.q_dtype) return "extend: kv_dtype must equal q_dtype or be float8_e4m3";
   // Rows are loaded as 16-byte chunks.
   const int64_t align = fp8 ? 16 : 8;
-  if (a.q_stride_token % 8 || a.q_stride_head % 8 || a.k_stride_page % align ||
-      a.k_stride_slot % align || a.k_stride_head % align || a.v_stride_page % align ||
-      a.v_stride_slot % align || a.v_stride_head % align)
+  if (a.q_stride_token % 8 || a.q_stride_head % 8 || a.k_stride_page % align || a.k_stride_slot % align ||
+      a.k_stride_head % align || a.v_stride_page % align || a.v_stride_slot % align || a.v_stride_head % align)
     return "extend: q / cache strides must keep every row 16-byte aligned";
   auto misaligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 != 0; };
   if (misaligned(a.q) || misaligned(a.k_cache) || misaligned(a.v_cache))

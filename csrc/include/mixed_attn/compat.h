@@ -52,9 +52,9 @@ constexpr bool kIsHip = false;
 #endif
 
 // Returns the last launch error as the launcher's result (nullptr = success).
-#define MA_RETURN_LAUNCH_STATUS()                         \
-  do {                                                    \
-    gpuError_t _e = gpuGetLastError();                    \
+#define MA_RETURN_LAUNCH_STATUS()                              \
+  do {                                                         \
+    gpuError_t _e = gpuGetLastError();                         \
     return _e == gpuSuccess ? nullptr : gpuGetErrorString(_e); \
   } while (0)
 

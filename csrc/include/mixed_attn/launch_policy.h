@@ -27,6 +27,8 @@ struct DeviceDesc {
   int32_t num_sms = 132;          // SMs / CUs the split policies fill
   bool sm90_extend = false;       // the build holds sm_90a code and the device is cc 9.0
   bool tma_encoder = false;       // the driver exports cuTensorMapEncodeTiled
+  bool hip_mfma = false;          // HIP: a CDNA2/CDNA3 GPU (gfx90a, gfx94x, gfx95x), whose MFMA
+                                  // bf16/fp16 instructions the extend kernel is compiled for
 };
 
 // Kernel families. kAuto is a request only; a plan always records a concrete one.
@@ -85,10 +87,7 @@ MA_HOST_DEVICE inline int pack_factor(int group, int rows) {
 MA_HOST_DEVICE constexpr int extend_mma_block_rows(int head_dim, bool hip) {
   // CUDA: 4 warps x 2 m16 tiles at d64, 8 warps x 1 at d128/d256. CDNA (64 KB of
   // LDS per workgroup): 4 waves x 2 at d64, 4 x 1 at d128/d256.
-  return head_dim == 64    ? 128
-         : head_dim == 128 ? (hip ? 64 : 128)
-         : head_dim == 256 ? (hip ? 64 : 128)
-                           : 0;
+  return head_dim == 64 ? 128 : head_dim == 128 ? (hip ? 64 : 128) : head_dim == 256 ? (hip ? 64 : 128) : 0;
 }
 // Three consumer warpgroups (64 rows each) share every K/V tile at d64/d128; at
 // d256 O alone takes 128 registers a thread, so two.
@@ -133,10 +132,10 @@ MA_HOST_DEVICE inline int decode_row_ctas(int q_len, int group, int cta_blocks) 
 constexpr int kHostTileTokens = 16;
 
 // Chooses the per-wrapper policy. Returns an empty string, or an error that
-// names the request that cannot be honoured on this device.
-std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_t group_size,
-                                 int32_t page_size, bool kv_fp8, const LaunchRequest& req,
-                                 LaunchPolicy* out);
+// names the request that cannot be honoured on this device (or the kernel the
+// device cannot run: the HIP extend kernel needs hip_mfma).
+std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_t group_size, int32_t page_size,
+                                 bool kv_fp8, const LaunchRequest& req, LaunchPolicy* out);
 
 // KV splits per query tile of the sm_90a kernel for a launch of `blocks` (tile,
 // head group) CTAs, one CTA per SM. Few long tiles leave SMs idle in the last

@@ -12,8 +12,16 @@ struct bf16_t { uint16_t bits; };
 struct fp16_t { uint16_t bits; };
 struct fp8e4m3_t { uint8_t bits; };
 
-inline uint32_t float_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
-inline float bits_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float bits_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 
 inline float to_float(float x) { return x; }
 inline float to_float(bf16_t x) { return bits_float(uint32_t(x.bits) << 16); }
@@ -64,7 +72,10 @@ template <> inline fp16_t from_float<fp16_t>(float x) {
   std::frexp(a, &e);  // a = f * 2^e, f in [0.5, 1)
   float m = std::nearbyint(std::ldexp(a, 11 - e));  // in [1024, 2048]
   int exp = e - 1 + 15;
-  if (m == 2048.f) { m = 1024.f; exp += 1; }
+  if (m == 2048.f) {
+    m = 1024.f;
+    exp += 1;
+  }
   if (exp >= 31) return {uint16_t(sign | 0x7c00)};
   return {uint16_t(sign | (exp << 10) | (uint16_t(m) - 1024))};
 }
@@ -81,7 +92,10 @@ template <> inline fp8e4m3_t from_float<fp8e4m3_t>(float x) {
   std::frexp(a, &e);
   float m = std::nearbyint(std::ldexp(a, 4 - e));  // in [8, 16]
   int exp = e - 1 + 7;
-  if (m == 16.f) { m = 8.f; exp += 1; }
+  if (m == 16.f) {
+    m = 8.f;
+    exp += 1;
+  }
   return {uint8_t(sign | (exp << 3) | (uint8_t(m) - 8))};
 }
 

@@ -119,9 +119,7 @@ struct SaveKVParams {
 };
 
 // Extend kernel: every tile of plan.extend_tiles, queries over prefix + causal new.
-struct ExtendParams {
-  AttentionCommon attn;
-};
+struct ExtendParams { AttentionCommon attn; };
 
 // Split-KV decode: stage 1 writes one partial (normalised output + LSE) per
 // (decode row, split, q head) into the arena; stage 2 merges them into out.

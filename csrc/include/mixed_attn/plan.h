@@ -67,6 +67,7 @@ enum PlanConfigField : int32_t {
   kCfgNumSms,
   kCfgDeviceSm90Extend,
   kCfgDeviceTmaEncoder,
+  kCfgDeviceHipMfma,
   kCfgExtendKernel,
   kCfgDecodeKernel,
   kCfgExtendKvSplits,

@@ -155,7 +155,7 @@ struct ExtendShape {
 #endif
 
 template <int kHeadDim> struct ExtendTraits;
-#define MA_EXTEND_SHAPE(d) \
+#define MA_EXTEND_SHAPE(d)                                                                       \
   ExtendShape<MA_EXTEND_D##d##_W, MA_EXTEND_D##d##_MT, MA_EXTEND_D##d##_BN, MA_EXTEND_D##d##_ST, \
               MA_EXTEND_D##d##_QR != 0>
 template <> struct ExtendTraits<64> : MA_EXTEND_SHAPE(64) {};
@@ -214,8 +214,7 @@ __device__ __forceinline__ void put_v_transposed(T* v_tile, int key, int chunk, 
   uint16_t* dst = reinterpret_cast<uint16_t*>(v_tile);
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-  for (int e = 0; e < 8; ++e)
-    dst[vt_off<BN>(chunk * 8 + e, key)] = uint16_t(w[e / 2] >> (16 * (e % 2)));
+  for (int e = 0; e < 8; ++e) dst[vt_off<BN>(chunk * 8 + e, key)] = uint16_t(w[e / 2] >> (16 * (e % 2)));
 }
 #endif  // MA_CUDA
 
@@ -235,7 +234,7 @@ __device__ __forceinline__ void stage_v_16(T* v_tile, int key, int chunk, const 
 #endif  // MA_EXTEND_HAS_MMA
 
 template <int kHeadDim, typename T, bool kFp8>
-__global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
+__global__ void __launch_bounds__((ExtendTraits<kHeadDim>::kWarps * kWarpSize), 1)
     extend_kernel(const ExtendArgs args) {
 #if MA_EXTEND_HAS_MMA
   using Tr = ExtendTraits<kHeadDim>;
@@ -315,8 +314,7 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
       const bool valid = r < rows_valid;
       const int qi = valid ? r / pack : 0;
       const int h = q_head0 + (valid ? r % pack : 0);
-      const T* src = q_ptr + int64_t(token0 + pass_q0 + qi) * a.q_stride_token +
-                     int64_t(h) * a.q_stride_head + c * 8;
+      const T* src = q_ptr + int64_t(token0 + pass_q0 + qi) * a.q_stride_token + int64_t(h) * a.q_stride_head + c * 8;
       cp_async_16(smem_q + swz<kChunks>(r, c), src, valid);
     }
     cp_async_commit();
@@ -350,18 +348,16 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
       for (int i = 0; i < kRowsPerThread; ++i) {
         const int r = tid / kChunksRowP + i * (kThreads / kChunksRowP);
         const bool valid = next_page[i] >= 0;
-        const int64_t k_off = valid ? int64_t(next_page[i]) * a.k_stride_page +
-                                          int64_t(next_slot[i]) * a.k_stride_slot : 0;
-        const int64_t v_off = valid ? int64_t(next_page[i]) * a.v_stride_page +
-                                          int64_t(next_slot[i]) * a.v_stride_slot : 0;
+        const int64_t k_off =
+            valid ? int64_t(next_page[i]) * a.k_stride_page + int64_t(next_slot[i]) * a.k_stride_slot : 0;
+        const int64_t v_off =
+            valid ? int64_t(next_page[i]) * a.v_stride_page + int64_t(next_slot[i]) * a.v_stride_slot : 0;
         if constexpr (kFp8) {
           cp_async_16(k_dst + r * D + c * 16, k_cache + k_off + c * 16, valid);
           cp_async_16(v_dst + r * D + c * 16, v_cache + v_off + c * 16, valid);
         } else {
-          cp_async_16(reinterpret_cast<T*>(k_dst) + swz<kChunks>(r, c),
-                      k_cache + k_off + c * 8, valid);
-          stage_v_16<kChunks, BN>(reinterpret_cast<T*>(v_dst), r, c,
-                                             v_cache + v_off + c * 8, valid);
+          cp_async_16(reinterpret_cast<T*>(k_dst) + swz<kChunks>(r, c), k_cache + k_off + c * 8, valid);
+          stage_v_16<kChunks, BN>(reinterpret_cast<T*>(v_dst), r, c, v_cache + v_off + c * 8, valid);
         }
       }
     };
@@ -385,8 +381,8 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
     // Q^T is the B operand of S^T = K Q^T: lane l holds query b_col(l) of the
     // m-tile, head dims b_k(l, 0..3) of the k-step (one 8-byte read).
     auto load_q_frag = [&](int mt, int kk) {
-      return lds_load_operand(smem_q + swz_elem<kChunks>(warp_row0 + mt * 16 + Mfma16::b_col(lane),
-                                                         kk * 16 + Mfma16::b_k(lane, 0)));
+      return lds_load_operand(
+          smem_q + swz_elem<kChunks>(warp_row0 + mt * 16 + Mfma16::b_col(lane), kk * 16 + Mfma16::b_k(lane, 0)));
     };
     MfmaOperand q_frag[kMT][kQRegSteps];
     if constexpr (kQRegs) {
@@ -424,8 +420,7 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-      for (int n = 0; n < kNTilesO; ++n)
-        o_acc[mt][n][0] = o_acc[mt][n][1] = o_acc[mt][n][2] = o_acc[mt][n][3] = 0.f;
+      for (int n = 0; n < kNTilesO; ++n) o_acc[mt][n][0] = o_acc[mt][n][1] = o_acc[mt][n][2] = o_acc[mt][n][3] = 0.f;
     float row_max[kMT][kRows];  // running max, base-2 scaled units
     float row_sum[kMT][kRows];  // this thread's partial row sums
 #pragma unroll
@@ -495,8 +490,7 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-        for (int n = 0; n < kNTilesS; ++n)
-          s_acc[mt][n][0] = s_acc[mt][n][1] = s_acc[mt][n][2] = s_acc[mt][n][3] = 0.f;
+        for (int n = 0; n < kNTilesS; ++n) s_acc[mt][n][0] = s_acc[mt][n][1] = s_acc[mt][n][2] = s_acc[mt][n][3] = 0.f;
       {
 #if defined(MA_HIP)
         // S^T = K Q^T: the A operand is the K tile (lane l: key a_row(l) of the
@@ -511,8 +505,8 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
           }
 #pragma unroll
           for (int n = 0; n < kNTilesS; ++n) {
-            const MfmaOperand k_frag = lds_load_operand(
-                k_s + swz_elem<kChunks>(n * 16 + Mfma16::a_row(lane), kk * 16 + Mfma16::a_k(lane, 0)));
+            const MfmaOperand k_frag =
+                lds_load_operand(k_s + swz_elem<kChunks>(n * 16 + Mfma16::a_row(lane), kk * 16 + Mfma16::a_k(lane, 0)));
 #pragma unroll
             for (int mt = 0; mt < kMT; ++mt)
               mfma_16x16x16<T>(s_acc[mt][n], k_frag, kQRegs ? q_frag[mt][kQRegs ? kk : 0] : q_smem[mt]);
@@ -537,7 +531,7 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
             ldmatrix_x4(b, k_s + swz<kChunks>(key, kk * 2 + (lane / 8) % 2));
 #pragma unroll
             for (int mt = 0; mt < kMT; ++mt) {
-              const uint32_t(&a_frag)[4] = kQRegs ? q_frag[mt][kQRegs ? kk : 0] : a_smem[mt];
+              const uint32_t (&a_frag)[4] = kQRegs ? q_frag[mt][kQRegs ? kk : 0] : a_smem[mt];
               mma_16816<T>(s_acc[mt][2 * nn], a_frag, b[0], b[1]);
               mma_16816<T>(s_acc[mt][2 * nn + 1], a_frag, b[2], b[3]);
             }
@@ -557,8 +551,7 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
 #pragma unroll
           for (int n = 0; n < kNTilesS; ++n)
 #pragma unroll
-            for (int e = 0; e < 4; ++e)
-              s_acc[mt][n][e] = logit_cap_log2(s_acc[mt][n][e], cap_inv_scaled, cap_log2);
+            for (int e = 0; e < 4; ++e) s_acc[mt][n][e] = logit_cap_log2(s_acc[mt][n][e], cap_inv_scaled, cap_log2);
       }
       if (needs_mask) {
 #pragma unroll
@@ -597,8 +590,8 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
       for (int kk = 0; kk < BN / 16; ++kk)
 #pragma unroll
         for (int dn = 0; dn < kNTilesO; ++dn) {
-          const MfmaOperand v_frag = lds_load_operand(
-              v_s + vt_off<BN>(dn * 16 + Mfma16::a_row(lane), kk * 16 + Mfma16::a_k(lane, 0)));
+          const MfmaOperand v_frag =
+              lds_load_operand(v_s + vt_off<BN>(dn * 16 + Mfma16::a_row(lane), kk * 16 + Mfma16::a_k(lane, 0)));
 #pragma unroll
           for (int mt = 0; mt < kMT; ++mt) mfma_16x16x16<T>(o_acc[mt][dn], v_frag, p_frag[mt][kk]);
         }
@@ -658,8 +651,7 @@ __global__ void __launch_bounds__(ExtendTraits<kHeadDim>::kWarps * kWarpSize, 1)
 #pragma unroll
             for (int c = 0; c < kCols; c += 2)
               MmaType<T>::store2(dst + n * AccLayout::kNTile + AccLayout::col(lane, c),
-                                 o_acc[mt][n][i * kCols + c] * fin.inv_l,
-                                 o_acc[mt][n][i * kCols + c + 1] * fin.inv_l);
+                                 o_acc[mt][n][i * kCols + c] * fin.inv_l, o_acc[mt][n][i * kCols + c + 1] * fin.inv_l);
           // One lane per row writes the LSE.
           if (a.maybe_lse != nullptr && AccLayout::col(lane, 0) == 0)
             a.maybe_lse[int64_t(token) * a.lse_stride_token + h] = fin.lse;

@@ -28,12 +28,11 @@
 
 // The host pass counts as capable on both vendors (the kernel's host stub must
 // exist); a device pass for another GPU compiles the kernel to an empty body,
-// which launch_extend rejects at run time on HIP.
+// which the launch policy refuses on HIP (DeviceDesc::hip_mfma, device_desc.cu).
 #if defined(MA_CUDA) && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800)
 #define MA_EXTEND_HAS_MMA 1
-#elif defined(MA_HIP) &&                                                                 \
-    (!defined(__HIP_DEVICE_COMPILE__) || defined(__gfx90a__) || defined(__gfx940__) ||  \
-     defined(__gfx941__) || defined(__gfx942__) || defined(__gfx950__))
+#elif defined(MA_HIP) && (!defined(__HIP_DEVICE_COMPILE__) || defined(__gfx90a__) || defined(__gfx940__) || \
+                          defined(__gfx941__) || defined(__gfx942__) || defined(__gfx950__))
 #define MA_EXTEND_HAS_MMA 1
 #else
 #define MA_EXTEND_HAS_MMA 0
@@ -75,9 +74,7 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {}
 
 // One MFMA operand: 4 b16 elements (element e in bits [16e, 16e + 16)).
-struct MfmaOperand {
-  uint32_t w[2];
-};
+struct MfmaOperand { uint32_t w[2]; };
 __device__ __forceinline__ MfmaOperand lds_load_operand(const void* p) {
   const uint2 v = *reinterpret_cast<const uint2*>(p);  // 8-byte aligned by construction
   return MfmaOperand{{v.x, v.y}};
@@ -88,8 +85,7 @@ typedef float ma_floatx4 __attribute__((ext_vector_type(4)));
 typedef _Float16 ma_halfx4 __attribute__((ext_vector_type(4)));
 typedef short ma_shortx4 __attribute__((ext_vector_type(4)));
 template <typename T>
-__device__ __forceinline__ void mfma_16x16x16(float (&c)[4], const MfmaOperand& a,
-                                              const MfmaOperand& b) {
+__device__ __forceinline__ void mfma_16x16x16(float (&c)[4], const MfmaOperand& a, const MfmaOperand& b) {
   ma_floatx4 acc = {c[0], c[1], c[2], c[3]};
 #if defined(__HIP_DEVICE_COMPILE__)
   if constexpr (std::is_same<T, ma_half>::value) {

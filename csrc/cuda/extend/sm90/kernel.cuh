@@ -47,7 +47,8 @@ namespace mixed_attn::gpu::extend_detail {
 
 // kTma: interior K/V tiles by TMA (maps), swizzled tiles; else cp.async only.
 template <int kHeadDim, typename T, bool kTma>
-__global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90_kernel(const ExtendArgs args, const int kv_splits, const MA_GRID_CONSTANT Sm90TmaMaps maps) {
+__global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1)
+    extend_sm90_kernel(const ExtendArgs args, const int kv_splits, const MA_GRID_CONSTANT Sm90TmaMaps maps) {
 #if MA_EXTEND_HAS_WGMMA
   using Tr = Sm90Traits<kHeadDim>;
   constexpr int D = kHeadDim;
@@ -104,10 +105,8 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1) extend_sm90
   }
   // KV split: the kv_splits CTAs of one cluster (consecutive blocks) share a query tile and
   // each covers a contiguous share of its K/V tiles; rank 0 merges (launcher: one pass only).
-  if (kv_splits > 1)
-    cluster_sync();
-  else
-    __syncthreads();
+  if (kv_splits > 1) cluster_sync();
+  else __syncthreads();
   // ---- the CTA's work ----
   Sm90Work w;
   w.kv_splits = kv_splits;

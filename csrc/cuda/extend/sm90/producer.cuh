@@ -96,10 +96,8 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
       const bool valid = r < rows_valid;
       const int qi = valid ? r / pack : 0;
       const int h = q_head0 + (valid ? r % pack : 0);
-      const T* src = q_ptr + int64_t(w.token0 + pass_q0 + qi) * a.q_stride_token +
-                     int64_t(h) * a.q_stride_head + c * 8;
-      cp_async_16(reinterpret_cast<unsigned char*>(sm.q) + tile_byte_off<kChunks, BM, kSwizzle>(r, c),
-                  src, valid);
+      const T* src = q_ptr + int64_t(w.token0 + pass_q0 + qi) * a.q_stride_token + int64_t(h) * a.q_stride_head + c * 8;
+      cp_async_16(reinterpret_cast<unsigned char*>(sm.q) + tile_byte_off<kChunks, BM, kSwizzle>(r, c), src, valid);
     }
     mbar_arrive_on_cp_async(sm.q_full);
 
@@ -163,8 +161,7 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
             const int64_t off = is_v ? offs.y : offs.x;
 #pragma unroll
             for (int c = c0; c < kChunks; c += kChunkLanes)
-              cp_async_16(dst + tile_byte_off<kChunks, BN, true>(r, c), cache + max(off, int64_t(0)) + c * 8,
-                          off >= 0);
+              cp_async_16(dst + tile_byte_off<kChunks, BN, true>(r, c), cache + max(off, int64_t(0)) + c * 8, off >= 0);
           }
         } else {
           // Each thread copies whole rows (all chunk quads of row r, the same lane chunk in each),
@@ -178,8 +175,7 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
             const T* src = cache + max(off, int64_t(0)) + chunk_in_quad * 8;
             unsigned char* d = dst + tile_byte_off<kChunks, BN, false>(r, chunk_in_quad);
 #pragma unroll
-            for (int quad = 0; quad < kQuads; ++quad)
-              cp_async_16(d + quad * 4 * 128, src + quad * 32, off >= 0);
+            for (int quad = 0; quad < kQuads; ++quad) cp_async_16(d + quad * 4 * 128, src + quad * 32, off >= 0);
           }
         }
       };

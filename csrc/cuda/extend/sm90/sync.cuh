@@ -41,8 +41,7 @@ __device__ __forceinline__ void mbar_arrive_on_cp_async(uint64_t* bar) {
 }
 // One thread arrives and announces `bytes` of TMA traffic the phase must also wait for.
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
-               : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
 }
 
 // ---- register budget per warpgroup ----

@@ -20,14 +20,10 @@ namespace mixed_attn::gpu::extend_detail {
 using TmaMap = CUtensorMap;
 #define MA_GRID_CONSTANT __grid_constant__
 #else
-struct alignas(64) TmaMap {
-  unsigned long long opaque[16];
-};
+struct alignas(64) TmaMap { unsigned long long opaque[16]; };
 #define MA_GRID_CONSTANT
 #endif
-struct Sm90TmaMaps {
-  TmaMap k, v;
-};
+struct Sm90TmaMaps { TmaMap k, v; };
 // Keys per TMA box: 16 keys of one page (the launcher uses TMA only for page sizes
 // that are multiples of 16).
 constexpr int kTmaBoxKeys = 16;
@@ -53,8 +49,8 @@ bool encode_cache_map(CUtensorMap* map, const void* cache, int64_t stride_page, 
   const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
   const CUtensorMapDataType type =
       std::is_same<T, ma_bf16>::value ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  return encode(map, type, 4, const_cast<void*>(cache), dims, strides, box, elem_strides,
-                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+  return encode(map, type, 4, const_cast<void*>(cache), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 #endif

@@ -118,10 +118,8 @@ constexpr int sm90_max_kv_splits() {
 // kChunks * 128 B apart.
 template <int kChunks, int kRows, bool kSwizzle>
 __device__ __forceinline__ int tile_byte_off(int r, int c) {
-  if constexpr (kSwizzle)
-    return (c / 8) * (kRows * 128) + r * 128 + (((c % 8) ^ (r % 8)) << 4);
-  else
-    return ((r & 7) * 8 + c * 64 + (r >> 3) * (kChunks * 64)) * 2;
+  if constexpr (kSwizzle) return (c / 8) * (kRows * 128) + r * 128 + (((c % 8) ^ (r % 8)) << 4);
+  else return ((r & 7) * 8 + c * 64 + (r >> 3) * (kChunks * 64)) * 2;
 }
 
 // The CTA's shared memory (kernel.cuh carves it up; sizes in sm90_smem_bytes).
