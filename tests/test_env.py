@@ -11,7 +11,12 @@ ROOT = os.path.join(os.path.dirname(__file__), "..")
 
 
 def run_with_env(code, **env):
-    full = dict(os.environ, **env)
+    # The child imports the very mixed_attn this process tests (the source tree that conftest put
+    # on sys.path, or the installed wheel), whatever PYTHONPATH pytest was started with.
+    import mixed_attn
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(mixed_attn.__file__)))
+    path = os.pathsep.join(p for p in (pkg_parent, os.environ.get("PYTHONPATH", "")) if p)
+    full = dict(os.environ, PYTHONPATH=path, **env)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full)
     return r
 
