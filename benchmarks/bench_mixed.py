@@ -131,10 +131,13 @@ def _wrapper(ctx, st, mode, **policy):
     ma = ctx.ma
     if ma is None:
         raise C.NotAvailable(ctx.ma_reason)
+    # A graph-safe wrapper's bucket is the step itself: a captured forward reads q, out and the
+    # metadata at the bucket's sizes (max_tokens rows of q), so the bucket must be the step's.
+    bucket = (dict(max_batch=len(st.rows), max_tokens=st.q.shape[0]) if policy.get("cuda_graph") else
+              dict(max_batch=max(256, len(st.rows)), max_tokens=max(16384, st.q.shape[0])))
     w = ma.MixedAttention(st.q.shape[1], st.k_cache.shape[2], st.q.shape[2], st.page_size,
                           device=st.device, q_dtype=st.q.dtype, kv_dtype=st.k_cache.dtype,
-                          max_batch=max(256, len(st.rows)), max_tokens=max(16384, st.q.shape[0]),
-                          mode=mode, **policy)
+                          mode=mode, **bucket, **policy)
     if w.mode != mode:
         raise C.NotAvailable("MIXED_ATTN_SPLIT_DISPATCH=0 forces fold")
     w.plan(st.qo_indptr, st.kv_indptr, st.seq_lens)
