@@ -313,8 +313,8 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     chunk_all = round_up(std::max<int64_t>(chunk_all, cfg.min_split_tokens), align);
     if (chunk_all < max_keys) {
       // Wave-aware: the launch lasts about (waves of target_ctas CTAs) x (longest split), so a
-      // larger chunk that drops a partial last wave is faster (128 rows at 8k over one kv head:
-      // 3 splits = 1.45 waves measured 0.186 ms, 2 splits = 0.97 waves 0.151 ms). Only larger
+      // larger chunk that drops a partial last wave is faster (benchmarks/RESULTS.md, session 5:
+      // 128 rows at 8k over one kv head, 3 splits in 1.45 waves against 2 in 0.97). Only larger
       // chunks are tried (fewer slots: the graph bucket's bound holds); ties keep fewer CTAs.
       int64_t best_cost = -1, best_chunk = chunk_all;
       for (int64_t num : {2, 3, 4, 6}) {  // chunk_all x num / 2
