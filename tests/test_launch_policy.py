@@ -131,3 +131,15 @@ def test_mma_and_cpu_plans_never_split():
     assert field(plan(A100, [50], [100], mode=1), "extend_kv_splits") == 1
     assert field(plan({}, [50], [100], mode=1), "extend_kv_splits") == 1
     assert field(plan({}, [50], [100], mode=1), "extend_kernel") == 3
+
+
+@pytest.mark.parametrize("d, hq, hkv, expect", [(128, 32, 8, 8), (64, 32, 8, 8), (128, 8, 1, 4),
+                                                (256, 16, 8, 4), (256, 32, 8, 2), (256, 16, 1, 1)])
+def test_default_decode_max_q_is_two_blocks_or_one_half_at_head_dim_256(d, hq, hkv, expect):
+    """Default decode-class bound: 32 (query, head) pairs per row, but 8 (one MMA half) at head
+    dim 256, where graph-safe / deterministic launches sized for more ran one-token rows 1.2-1.4x
+    slower (RESULTS.md, session 6); an explicit decode_max_q still wins."""
+    cfg = make_config("cpu", 16, hq, hkv, d, **H200)
+    assert int(torch.ops.mixed_attn.launch_policy(cfg)[8]) == expect
+    cfg = make_config("cpu", 16, hq, hkv, d, decode_max_q=6, **H200)
+    assert int(torch.ops.mixed_attn.launch_policy(cfg)[8]) == 6
