@@ -16,7 +16,10 @@ Prints TFLOP/s and the fraction of the matmul rate per case and kernel:
   triton the Triton oracle's extend (python/mixed_attn/triton_ref.py) on a plan with the
          mma.sync kernel's 128-row tiles (it covers a tile with blocks of at most 128 rows:
          the sm_90a kernel's 192-row tiles would give it a half-empty second block),
-         with its time as a ratio to the first kernel's ("triton / auto").
+         with its time as a ratio to the first kernel's ("triton / auto");
+  fa3, fa2 FlashInfer's BatchPrefillWithPagedKVCacheWrapper (backend "fa3" / "fa2") on the same
+         batch (same pages, same q), when flashinfer is importable (../shared/peers/README.md):
+         the peer the extend half is measured against (issue 13).
 
 The kernel runs through torch.ops.mixed_attn (mixed_attn.testing.OpExtend). Lab path only: with
 MA_EXTEND_LIB naming a variant library built by tools/extend_shim.py (tools/sweep_extend.py),
@@ -74,6 +77,22 @@ def matmul_tflops(n=8192):
     return 2 * n**3 / ms / 1e9
 
 
+def flashinfer_extend(b, backend, page_size, hq, hkv, d, q_dtype, kv_dtype):
+    """FlashInfer's paged prefill over the same extend row: a callable that runs it."""
+    import flashinfer
+
+    dev = b.q.device
+    kv_indptr = b.kv_indptr.to(dev)
+    npages = kv_indptr[1:] - kv_indptr[:-1]
+    last = (b.seq_lens.to(dev) - (npages - 1) * page_size).to(torch.int32)
+    ws = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    w = flashinfer.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD", backend=backend)
+    w.plan(b.qo_indptr.to(dev), kv_indptr, b.kv_indices.to(dev), last, hq, hkv, d, page_size, causal=True,
+           q_data_type=q_dtype, kv_data_type=kv_dtype)
+    out = torch.empty_like(b.q)
+    return lambda: w.run(b.q, (b.k_cache, b.v_cache), out=out)
+
+
 def run_case(lib, name, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfloat16, fp8=False,
              kernel="auto"):
     kv_dtype = torch.float8_e4m3fn if fp8 else q_dtype
@@ -88,12 +107,15 @@ def run_case(lib, name, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfl
         request = {"extend_kernel": 1}
     elif kernel in ("s1", "s2"):
         request = {"extend_kv_splits": int(kernel[1])}
-    info, meta = lib.plan(b.qo_indptr, b.kv_indptr, b.seq_lens, page_size, hq, hkv, d, **request)
-    if kernel == "triton":
+    if kernel in ("fa3", "fa2"):
+        fn = flashinfer_extend(b, kernel, page_size, hq, hkv, d, q_dtype, kv_dtype)
+    elif kernel == "triton":
         from mixed_attn.triton_ref import triton_extend
 
+        info, meta = lib.plan(b.qo_indptr, b.kv_indptr, b.seq_lens, page_size, hq, hkv, d, **request)
         fn = lambda: triton_extend(q, k_cache, v_cache, kv_indices, meta, info, out)  # noqa: E731
     else:
+        info, meta = lib.plan(b.qo_indptr, b.kv_indptr, b.seq_lens, page_size, hq, hkv, d, **request)
         fn = lambda: lib.run(info, meta, q, k_cache, v_cache, kv_indices, out)  # noqa: E731
     fn()
     torch.cuda.synchronize()
@@ -108,7 +130,7 @@ def main():
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--fp8", action="store_true", help="also time the fp8-cache variant of each case")
     ap.add_argument("--json", default=None, help="write the rows here as JSON")
-    ap.add_argument("--kernels", default="auto,mma,triton", help="comma list of auto, s1, s2, mma, triton")
+    ap.add_argument("--kernels", default="auto,mma,triton", help="comma list of auto, s1, s2, mma, triton, fa3, fa2")
     args = ap.parse_args()
     kernels = args.kernels.split(",")
     if os.environ.get("MA_EXTEND_LIB"):  # lab path: a variant library built by tools/extend_shim.py

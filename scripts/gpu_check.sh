@@ -21,6 +21,12 @@ OUT=${OUT:-/tmp/mixed_attn_out}
 mkdir -p "$OUT"
 STEPS=${1:-build,tests,sanitize,bench,replay}
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/python" TORCH_CUDA_ARCH_LIST="9.0a"
+# FlashInfer for the benchmarks' peer rows, when the call carries it as .peers
+# (../shared/peers/README.md); its JIT cache goes to FLASHINFER_WORKSPACE_BASE.
+if [ -d .peers/flashinfer ]; then
+  export PYTHONPATH="$PWD/.peers:$PYTHONPATH" FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-$HOME/fi_ws}
+  export MAX_JOBS=${MAX_JOBS:-16}
+fi
 # The H200 needs sm_90a only; the default arch list (six archs) would build six times as long.
 export MIXED_ATTN_CUDA_ARCHS=${MIXED_ATTN_CUDA_ARCHS:-90a}
 has() { [[ ",$STEPS," == *",$1,"* ]]; }

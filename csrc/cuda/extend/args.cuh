@@ -2,9 +2,12 @@
 // kernel arguments their launchers fill in from ExtendParams, and the end of a query row (sink,
 // normalisation, LSE). Each kernel includes this header rather than the other kernel.
 #pragma once
+#include <cstdint>
+
 #include "cuda/common/math.cuh"
 #include "cuda/common/softmax.cuh"
 #include "mixed_attn/compat.h"
+#include "mixed_attn/launch_policy.h"  // pack_factor
 #include "mixed_attn/params.h"
 
 namespace mixed_attn::gpu::extend_detail {
@@ -17,6 +20,27 @@ struct ExtendArgs {
   float score_scale;    // sm_scale * k_scale (applied to q.k in fp32)
   float out_scale;      // v_scale
 };
+
+// Host side, both launchers: the arguments of a kernel whose CTAs hold kBlockM = block_rows query
+// rows; k_scale / v_scale: the fp8 cache's scales (1 for a b16 cache).
+inline ExtendArgs make_extend_args(const AttentionCommon& a, int block_rows, float k_scale, float v_scale) {
+  ExtendArgs args;
+  args.a = a;
+  args.pack = pack_factor(a.num_qo_heads / a.num_kv_heads, block_rows);
+  args.head_groups = a.num_qo_heads / args.pack;
+  args.tile_capacity = block_rows / args.pack;
+  args.score_scale = a.sm_scale * k_scale;
+  args.out_scale = v_scale;
+  return args;
+}
+
+// Host side: the (tile, head group) CTAs of a launch. A graph-safe plan covers its bucket's
+// tiles (the CTAs past this step's leave at once); a normal plan its own.
+inline int64_t extend_grid_blocks(const ExtendArgs& args) {
+  const PlanView& plan = args.a.plan;
+  const int64_t tiles = plan.maybe_counts != nullptr ? plan.graph_max_tiles : plan.num_extend_tiles;
+  return tiles * args.head_groups;
+}
 
 // End of a query row, shared by both extend kernels: the sink joins the
 // denominator (rebased on max(m, sink) so neither term overflows), then the

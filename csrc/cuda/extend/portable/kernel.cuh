@@ -680,16 +680,8 @@ const char* launch_extend_impl(const ExtendParams& p, gpuStream_t stream) {
 #if defined(MA_HIP)
   static_assert(kSmem <= 65536, "CDNA workgroups have 64 KB of LDS: shrink the HIP tile shape");
 #endif
-  const int group = a.num_qo_heads / a.num_kv_heads;
-  ExtendArgs args;
-  args.a = a;
-  args.pack = pack_factor(group, BM);
-  args.head_groups = a.num_qo_heads / args.pack;
-  args.tile_capacity = BM / args.pack;
-  args.score_scale = a.sm_scale * (kFp8 ? a.k_scale : 1.f);
-  args.out_scale = kFp8 ? a.v_scale : 1.f;
-  const int64_t tiles = a.plan.maybe_counts != nullptr ? a.plan.graph_max_tiles : a.plan.num_extend_tiles;
-  const int64_t blocks = tiles * args.head_groups;
+  const ExtendArgs args = make_extend_args(a, BM, kFp8 ? a.k_scale : 1.f, kFp8 ? a.v_scale : 1.f);
+  const int64_t blocks = extend_grid_blocks(args);
   if (blocks > 0x7fffffff) return "extend: too many (tile, head group) blocks for one launch";
 
   auto kernel = extend_kernel<kHeadDim, T, kFp8>;

@@ -78,8 +78,7 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1)
   sm.v_empty = bars + 3 * kStages;
   sm.q_full = bars + 4 * kStages;
   sm.q_empty = sm.q_full + 1;
-  sm.merge_go = sm.q_full + 2;
-  sm.merge_arrived = sm.q_full + 3;
+  sm.merge_arrived = sm.q_full + 2;
   constexpr int kConsumerThreads = 128 * Tr::kConsumerWGs;
 
   const int tid = threadIdx.x;
@@ -99,7 +98,6 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1)
     }
     mbar_init(sm.q_full, 128);
     mbar_init(sm.q_empty, kConsumerWarps);
-    mbar_init(sm.merge_go, 1);
     mbar_init(sm.merge_arrived, (kv_splits - 1) * kConsumerThreads);
     fence_mbarrier_init();
   }

@@ -32,17 +32,20 @@ constexpr int kv_split_partial_f4() {
   return (kHeadDim / 8 + 1) * 128 * Sm90Traits<kHeadDim>::kConsumerWGs;
 }
 
-// Rank 0 (tid: the CTA thread, a consumer): once the CTA no longer needs its Q + ring region,
-// lets the other ranks write their partials there and waits until they have. The caller then
-// merges them (mainloop.cuh, consume()).
+// The hand-over point: every thread of the cluster arrives here once its CTA is done with its K/V
+// tiles (rank 0's consumers with their GEMMs drained, every producer with its copies drained by
+// its own cp.async.wait_all, producer.cuh, and the other ranks' consumers with their partials in
+// registers). After it the other ranks may write over rank 0's Q + ring region. One cluster
+// barrier (release / acquire at cluster scope) orders every copy of rank 0 before every store of
+// the other ranks; racecheck still reports the pair, a false positive
+// (docs/racecheck_sm90_kv_split.md).
+__device__ __forceinline__ void kv_split_meet() { cluster_sync(); }
+
+// Rank 0: waits until every other rank's partials are in place. The caller then merges them
+// (mainloop.cuh, consume()).
 template <int kHeadDim, typename T>
-__device__ __forceinline__ void kv_split_gather(const Sm90Smem<T>& sm, const Sm90Work& w, int tid) {
-  using Tr = Sm90Traits<kHeadDim>;
-  const int ctid = tid - 128;
-  // Every consumer warp has finished its GEMMs (all copies landed) and every producer
-  // thread has drained its cp.async (it waits here too, producer.cuh): Q and ring are free.
-  merge_sync<Tr::kThreads>();
-  if (ctid > 0 && ctid < w.kv_splits) mbar_arrive_remote(cluster_addr(sm.merge_go, ctid));
+__device__ __forceinline__ void kv_split_gather(const Sm90Smem<T>& sm) {
+  kv_split_meet();
   mbar_wait_cluster(sm.merge_arrived, 0);
 }
 
@@ -58,7 +61,7 @@ __device__ __forceinline__ void kv_split_hand_over(const Sm90Smem<T>& sm, const 
   constexpr int kPartialF4 = kv_split_partial_f4<kHeadDim>();
   const int ctid = tid - 128;
   float4* parked = reinterpret_cast<float4*>(sm.q);
-  mbar_wait_cluster(sm.merge_go, 0);
+  kv_split_meet();
   const uint32_t dst = cluster_addr(parked + (w.split_rank - 1) * kPartialF4 + ctid, 0);
 #pragma unroll
   for (int n = 0; n < kNTilesO; ++n)

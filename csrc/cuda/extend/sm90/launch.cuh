@@ -25,16 +25,8 @@ const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
   constexpr int BM = Sm90Traits<kHeadDim>::kBlockM;
   static_assert(BM == extend_sm90_block_rows(kHeadDim), "launch_policy.h must know the kernel's rows");
   if (a.plan.extend_block_rows != BM) return "extend: the plan's tiles were cut for another kernel shape";
-  const int group = a.num_qo_heads / a.num_kv_heads;
-  ExtendArgs args;
-  args.a = a;
-  args.pack = pack_factor(group, BM);
-  args.head_groups = a.num_qo_heads / args.pack;
-  args.tile_capacity = BM / args.pack;
-  args.score_scale = a.sm_scale;
-  args.out_scale = 1.f;
-  const int64_t tiles = a.plan.maybe_counts != nullptr ? a.plan.graph_max_tiles : a.plan.num_extend_tiles;
-  const int64_t blocks = tiles * args.head_groups;
+  const ExtendArgs args = make_extend_args(a, BM, 1.f, 1.f);
+  const int64_t blocks = extend_grid_blocks(args);
   const int kv_splits = a.plan.extend_kv_splits;
   if (kv_splits < 1 || kv_splits > sm90_max_kv_splits<kHeadDim>())
     return "extend: the plan's KV split count is outside what the sm_90a merge holds";

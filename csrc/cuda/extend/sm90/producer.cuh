@@ -14,6 +14,7 @@
 
 #include "cuda/arch/sm80.cuh"
 #include "cuda/extend/args.cuh"
+#include "cuda/extend/sm90/kv_split_merge.cuh"  // kv_split_meet
 #include "cuda/extend/sm90/sync.cuh"
 #include "cuda/extend/sm90/tma_maps.h"
 #include "cuda/extend/sm90/traits.cuh"
@@ -196,14 +197,12 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
     }
   }
   // Drain this thread's copies (they complete through the full barriers; nothing is committed,
-  // so cp.async.wait_group 0 would wait for none of them). KV split, rank 0: rank 1 writes its
-  // partial over this CTA's Q + ring, the region these copies targeted; meet the consumers at
-  // the barrier that precedes the merge_go release (kv_split_merge.cuh), so that every copy
-  // there has completed by the issuing thread's own wait before rank 1 may write
-  // (docs/racecheck_sm90_kv_split.md: the full-barrier chain already orders them; this one is
-  // the form racecheck follows).
+  // so cp.async.wait_group 0 would wait for none of them). KV split: rank 1 writes its partial
+  // over rank 0's Q + ring, the region these copies targeted, after the cluster barrier that
+  // every thread of both CTAs reaches (kv_split_merge.cuh), so every copy there has completed by
+  // the issuing thread's own wait before rank 1 may write (docs/racecheck_sm90_kv_split.md).
   cp_async_wait_all();
-  if (kv_splits > 1 && split_rank == 0) merge_sync<Tr::kThreads>();
+  if (kv_splits > 1) kv_split_meet();
 }
 #endif  // MA_EXTEND_HAS_WGMMA
 

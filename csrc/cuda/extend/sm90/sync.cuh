@@ -57,15 +57,10 @@ __device__ __forceinline__ void regs_claim() {
 // ---- named barriers ----
 // Barrier 1 among the producer warpgroup only (barrier 0 is __syncthreads).
 __device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
-// Barrier 2, KV split rank 0: the producer and the consumer warpgroups together (kThreads, every
-// thread of the CTA, each role from its own branch) before rank 1 may write over Q and the ring.
-template <int kThreads>
-__device__ __forceinline__ void merge_sync() {
-  asm volatile("bar.sync 2, %0;\n" ::"n"(kThreads) : "memory");
-}
 
 // ---- thread-block cluster primitives (KV splits merged through distributed shared memory) ----
-// Every thread of every CTA of the cluster; orders the mbarrier inits before any remote arrive.
+// Every thread of every CTA of the cluster (release / acquire at cluster scope): orders the
+// mbarrier inits before any remote arrive, and the KV split's hand-over (kv_split_merge.cuh).
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }

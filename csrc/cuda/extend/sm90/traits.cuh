@@ -88,7 +88,7 @@ constexpr int sm90_smem_bytes() {
          + Tr::kStages * 2 * Tr::kBlockN * kHeadDim * 2  // K and V slots
          + 2 * Tr::kBlockN * 16                          // row offset table, two tiles
          + 2 * Tr::kBlockN * 4                           // page of each TMA box, two tiles
-         + (4 * Tr::kStages + 4) * 8                     // mbarriers
+         + (4 * Tr::kStages + 3) * 8                     // mbarriers
          + 1024;                                         // room to align the tiles to 1024 B
 }
 
@@ -135,7 +135,6 @@ struct Sm90Smem {
   uint64_t* v_empty;      // [kStages] ... the V slot
   uint64_t* q_full;       // Q is in place
   uint64_t* q_empty;      // every S GEMM of the pass has completed: Q may be overwritten
-  uint64_t* merge_go;     // rank r > 0: rank 0 has freed its Q + ring region
   uint64_t* merge_arrived;  // rank 0: every other rank's partials are in place
 };
 
