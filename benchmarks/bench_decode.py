@@ -51,6 +51,10 @@ CASES = {
     "L": dict(rows=32, seq=32768, Hq=32, Hkv=8, D=128),  # 32 rows at 32k
     "F": dict(rows=128, seq=8192, Hq=8, Hkv=1, D=128),
     "G": dict(rows=64, seq=4096, Hq=16, Hkv=8, D=256),
+    # page size 1 (sglang's default): every key its own page
+    "H-p1": dict(rows=128, seq=4096, Hq=32, Hkv=8, D=128, page=1),
+    "L-p1": dict(rows=32, seq=32768, Hq=32, Hkv=8, D=128, page=1),
+    "F-p1": dict(rows=128, seq=8192, Hq=8, Hkv=1, D=128, page=1),
 }
 POLICIES = [
     ("sm2", dict(ctas_per_sm=2)),  # the planner's default
@@ -124,6 +128,7 @@ def main():
     results = []
     for name in args.cases.split(","):
         c = CASES[name]
+        page = c.get("page", 16)
         b = make_case(**c)
         q, kc, vc, kvi = b.q, b.k_cache, b.v_cache, b.kv_indices
         qo, kvp, lens = b.qo_indptr, b.kv_indptr, b.seq_lens
@@ -145,7 +150,7 @@ def main():
         for pname, pkw in POLICIES:
             if pname not in args.policies.split(","):
                 continue
-            plan = OpPlan(qo, kvp, lens, 16, c["Hq"], c["Hkv"], c["D"], **pkw)
+            plan = OpPlan(qo, kvp, lens, page, c["Hq"], c["Hkv"], c["D"], **pkw)
             slots = max(plan.num_partials, field(plan.info, "graph_max_partials"), 1)
             po = torch.empty(slots, c["Hq"], c["D"], device="cuda")
             pl = torch.empty(slots, c["Hq"], device="cuda")
@@ -158,7 +163,7 @@ def main():
                       flush=True)
         if "fi" in args.policies.split(","):
             fi_out = torch.empty_like(q)
-            fn, why = flashinfer_decode(q, kc, vc, kvi, kvp, lens, 16, fi_out)
+            fn, why = flashinfer_decode(q, kc, vc, kvi, kvp, lens, page, fi_out)
             if fn is None:
                 print(f"{name:2s} fi_dec   not measured: {why}", flush=True)
             else:
