@@ -22,6 +22,11 @@ time (plan + kv_indices upload + N layers + sync) advances a virtual clock; sche
 bookkeeping is excluded, and an idle engine jumps to the next arrival. A request's first token
 is produced by the step that finishes its prompt; its later tokens by its decode steps.
 
+Mode "best" runs every step both ways (split and fold, alternating which goes first) and charges
+the faster: the upper bound of a per-step choice between the two, and which one each kind of step
+picks (the second run of a step sees a warmer L2, which flatters whichever goes second; the
+alternation spreads that over both).
+
 Reported per trace and dispatch mode (split vs fold): served (generated) tokens/s, all tokens/s
 (prompt + generated), TTFT p50/p95, inter-token latency p50/p95, steps, mean step time, and the
 share of steps that mix prefill and decode rows. Attention only: a real model adds its GEMMs to
@@ -114,11 +119,16 @@ class Engine:
         Hq, Hkv, D, P = cfg.num_qo_heads, cfg.num_kv_heads, cfg.head_dim, cfg.page_size
         dt = cfg.dtype
         self.max_tokens = cfg.token_budget + cfg.max_running
-        self.w = ma.MixedAttention(Hq, Hkv, D, P, device=device, q_dtype=dt,
-                                   max_batch=cfg.max_running + 8, max_tokens=self.max_tokens,
-                                   mode=mode)
-        if self.w.mode != mode:
-            raise C.NotAvailable("MIXED_ATTN_SPLIT_DISPATCH=0 forces fold")
+        # "best": one wrapper per dispatch mode, each step timed on both (step()).
+        self.wrappers = {}
+        for m in (("split", "fold") if mode == "best" else (mode,)):
+            w = ma.MixedAttention(Hq, Hkv, D, P, device=device, q_dtype=dt, max_batch=cfg.max_running + 8,
+                                  max_tokens=self.max_tokens, mode=m)
+            if w.mode != m:
+                raise C.NotAvailable("MIXED_ATTN_SPLIT_DISPATCH=0 forces fold")
+            self.wrappers[m] = w
+        self.choices = {}  # best: {step kind: {"split": steps, "fold": steps}}
+        self.steps_run = 0
         from mixed_attn.testing import random_kv_cache
 
         g = torch.Generator(device=device)
@@ -136,8 +146,9 @@ class Engine:
         self.idx_host = torch.empty(self.num_pages, dtype=torch.int32, pin_memory=pin)
         self.idx_dev = torch.empty(self.num_pages, dtype=torch.int32, device=device)
 
-    def step(self, rows):
-        """rows: [(request, prefix_len, extend_len)] (extend rows first). Returns wall seconds."""
+    def step(self, rows, kind=None):
+        """rows: [(request, prefix_len, extend_len)] (extend rows first); kind: the replay's step
+        class (prefill / mixed / decode), tallied by mode "best". Returns wall seconds."""
         from mixed_attn.testing import batch_indptrs
 
         qo_t, kv_t, seq_t = batch_indptrs([e for _, _, e in rows], [p for _, p, _ in rows],
@@ -146,12 +157,25 @@ class Engine:
         # The page table: each request's first pages, from the allocator.
         n = (kv_t[1:] - kv_t[:-1]).tolist()
         torch.cat([r.pages[:k] for (r, _, _), k in zip(rows, n)], out=self.idx_host[:npg])
+        order = list(self.wrappers)
+        if self.steps_run % 2:
+            order.reverse()
+        self.steps_run += 1
+        times = {m: self._run_step(self.wrappers[m], qo_t, kv_t, seq_t, T, npg) for m in order}
+        best = min(times, key=times.get)
+        if len(times) > 1 and kind is not None:  # (None: the warm-up step outside any replay)
+            tally = self.choices.setdefault(kind, {m: 0 for m in self.wrappers})
+            tally[best] += 1
+        return times[best]
+
+    def _run_step(self, w, qo_t, kv_t, seq_t, T, npg):
+        """One step on wrapper w: plan, kv_indices upload, every layer, sync. Wall seconds."""
         cuda = self.device.type == "cuda"
         t0 = time.perf_counter()
-        self.w.plan(qo_t, kv_t, seq_t)
+        w.plan(qo_t, kv_t, seq_t)
         self.idx_dev[:npg].copy_(self.idx_host[:npg], non_blocking=True)
         q, k, v, out = self.q[:T], self.k[:T], self.v[:T], self.out[:T]
-        w, tf = self.w, self.triton_forward
+        tf = self.triton_forward
         for _ in range(self.cfg.layers):
             if tf is None:
                 w.run(q, self.k_cache, self.v_cache, self.idx_dev, k=k, v=v, out=out)
@@ -185,6 +209,7 @@ class PageAllocator:
 # ---------------------------------------------------------------------------------------------
 
 def replay(engine, trace, cfg, desc, max_wall_s):
+    engine.choices = {}  # one engine serves every trace: tally this replay's steps only
     reqs = [Request(i, a, p, o) for i, (a, p, o) in enumerate(trace)]
     pending = collections.deque(sorted(reqs, key=lambda r: r.arrival))
     waiting, prefilling, running = collections.deque(), [], []
@@ -234,12 +259,12 @@ def replay(engine, trace, cfg, desc, max_wall_s):
                 clock = max(clock, pending[0].arrival)
                 continue
             raise RuntimeError("scheduler stalled: requests wait but none can be admitted")
-        dt = engine.step(rows)
+        # Step classes for the TTFT question (split vs fold): what each kind of step costs.
+        kind = "mixed" if ext and dec else ("prefill" if ext else "decode")
+        dt = engine.step(rows, kind)
         clock += dt
         steps += 1
         step_times.append(dt)
-        # Step classes for the TTFT question (split vs fold): what each kind of step costs.
-        kind = "mixed" if ext and dec else ("prefill" if ext else "decode")
         k = by_kind.setdefault(kind, [0, 0.0, 0, 0])  # steps, seconds, prefill tokens, decode rows
         k[0] += 1
         k[1] += dt
@@ -279,6 +304,8 @@ def replay(engine, trace, cfg, desc, max_wall_s):
     m["step_kinds"] = {kind: {"steps": n, "mean_ms": 1e3 * t / n, "prefill_tokens_per_step": pt / n,
                               "decode_rows_per_step": dr / n, "share_of_time": t / clock if clock else None}
                        for kind, (n, t, pt, dr) in by_kind.items()}
+    if engine.choices:
+        m["per_step_choice"] = engine.choices
     return m
 
 
@@ -396,7 +423,8 @@ def parse_args(argv=None):
     p.add_argument("--quick", action="store_true", help="fewer requests and layers")
     p.add_argument("--traces", default="burst,poisson,trickle",
                    help="burst first: it measures the capacity the other rates derive from")
-    p.add_argument("--modes", default="split,fold")
+    p.add_argument("--modes", default="split,fold",
+                   help="comma list of split, fold, best (each step timed both ways, the faster charged)")
     p.add_argument("--backend", default="auto", choices=["auto", "op", "triton"],
                    help="op: torch.ops.mixed_attn.forward; triton: the Triton oracle with the "
                         "same plans; auto: the op, or the oracle when the op has no CUDA kernels")
@@ -456,12 +484,12 @@ def table_rows(results):
     return rows
 
 
-def comparisons(results):
-    """split vs fold per trace: served tok/s gain and TTFT / ITL change."""
+def comparisons(results, mode="split", against="fold"):
+    """`mode` vs `against` per trace: served tok/s gain and TTFT / ITL change."""
     by = {(r["trace"], r["mode"]): r.get("metrics") for r in results}
     out = []
     for trace in dict.fromkeys(r["trace"] for r in results):
-        s, f = by.get((trace, "split")), by.get((trace, "fold"))
+        s, f = by.get((trace, mode)), by.get((trace, against))
         if not s or not f:
             continue
         ch = lambda a, b: (f"{100 * (a / b - 1):+.0f}%" if a and b else "-")  # noqa: E731
@@ -471,6 +499,16 @@ def comparisons(results):
                     "yes" if s["truncated"] or f["truncated"] else ""])
     return ["trace", "served tok/s", "TTFT p50", "TTFT p95", "ITL p50", "ITL p95",
             "truncated"], out
+
+
+def choice_rows(results):
+    """Mode "best": per trace and step kind, how many steps split and fold won."""
+    rows = []
+    for r in results:
+        choice = (r.get("metrics") or {}).get("per_step_choice")
+        for kind, tally in sorted((choice or {}).items()):
+            rows.append([r["trace"], kind, str(tally.get("split", 0)), str(tally.get("fold", 0))])
+    return ["trace", "step kind", "split faster", "fold faster"], rows
 
 
 def markdown(env, cfg, results, args, total_s, gpu, backend, ceilings, final=True):
@@ -503,6 +541,13 @@ def markdown(env, cfg, results, args, total_s, gpu, backend, ceilings, final=Tru
     if cmp_rows:
         lines += ["split relative to fold (negative latency = better):", "",
                   C.md_table(hdr, cmp_rows), ""]
+    hdr_b, best_rows = comparisons(results, "best", "split")
+    if best_rows:
+        lines += ["best (per step the faster of split and fold) relative to split:", "",
+                  C.md_table(hdr_b, best_rows), ""]
+    hdr_c, ch_rows = choice_rows(results)
+    if ch_rows:
+        lines += ["best: which mode was faster, per step kind (steps):", "", C.md_table(hdr_c, ch_rows), ""]
     kind_rows = []
     for r in results:
         m = r.get("metrics")
@@ -653,6 +698,11 @@ def main(argv=None):
     if cmp_rows:
         print("\nsplit relative to fold:")
         print(C.text_table(hdr, cmp_rows))
+    hdr_b, best_rows = comparisons(results, "best", "split")
+    if best_rows:
+        print("\nbest (per step the faster of split and fold) relative to split:")
+        print(C.text_table(hdr_b, best_rows))
+        print(C.text_table(*choice_rows(results)))
     print(SGLANG_NOTE)
     if not gpu:
         print(C.NO_GPU_BANNER)

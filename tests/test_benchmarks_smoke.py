@@ -89,6 +89,25 @@ def test_serve_replay_quick_cpu(tmp_path, capsys):
     assert "split relative to fold" in md.read_text()
 
 
+def test_serve_replay_best_mode_tallies_every_step(tmp_path):
+    # Mode "best" times each step both ways and charges the faster: every step of a replay is
+    # counted once under its kind, and it generates the same tokens as the single modes.
+    js = tmp_path / "sr.json"
+    rc = serve_replay.main(["--quick", "--cpu", "--modes", "split,best", "--traces", "burst",
+                            "--json", str(js), "--markdown", str(tmp_path / "sr.md"), "--commit", "test"])
+    assert rc == 0
+    got = {r["mode"]: r["metrics"] for r in json.loads(js.read_text())["results"]}
+    best, split = got["best"], got["split"]
+    assert best["generated_tokens"] == split["generated_tokens"]
+    choice = best["per_step_choice"]
+    assert set(choice) == set(best["step_kinds"])
+    for kind, tally in choice.items():
+        assert set(tally) == {"split", "fold"}
+        assert sum(tally.values()) == best["step_kinds"][kind]["steps"], kind
+    assert "per_step_choice" not in split
+    assert "relative to split" in (tmp_path / "sr.md").read_text()
+
+
 def test_page_allocator_and_scheduler_accounting():
     alloc = serve_replay.PageAllocator(10, seed=1)
     a = alloc.alloc(4)
