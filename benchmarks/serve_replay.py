@@ -22,6 +22,11 @@ time (plan + kv_indices upload + N layers + sync) advances a virtual clock; sche
 bookkeeping is excluded, and an idle engine jumps to the next arrival. A request's first token
 is produced by the step that finishes its prompt; its later tokens by its decode steps.
 
+Mode "split2s" is split with the two halves on two streams: each step's extend rows and decode
+rows planned as two batches on two wrappers, each layer launching the extend batch on one stream
+and the decode batch on a high-priority one, joined before the next layer (a model's next GEMM
+needs both), so the decode launch can take the SMs the extend launch's last wave leaves idle
+(issue 14's cheapest candidate; on the CPU the two run one after the other).
 Mode "best" runs every step both ways (split and fold, alternating which goes first) and charges
 the faster: the upper bound of a per-step choice between the two, and which one each kind of step
 picks (the second run of a step sees a warmer L2, which flatters whichever goes second; the
@@ -119,14 +124,22 @@ class Engine:
         Hq, Hkv, D, P = cfg.num_qo_heads, cfg.num_kv_heads, cfg.head_dim, cfg.page_size
         dt = cfg.dtype
         self.max_tokens = cfg.token_budget + cfg.max_running
-        # "best": one wrapper per dispatch mode, each step timed on both (step()).
+        # "best": one wrapper per dispatch mode, each step timed on both (step()); "split2s": one
+        # split wrapper per half, the halves on two streams (_run_two_streams()).
+        kinds = {"best": {"split": "split", "fold": "fold"},
+                 "split2s": {"extend": "split", "decode": "split"}}.get(mode, {mode: mode})
+        if mode == "split2s" and triton_forward is not None:
+            raise C.NotAvailable("split2s drives the op, not the Triton oracle")
         self.wrappers = {}
-        for m in (("split", "fold") if mode == "best" else (mode,)):
+        for name, m in kinds.items():
             w = ma.MixedAttention(Hq, Hkv, D, P, device=device, q_dtype=dt, max_batch=cfg.max_running + 8,
                                   max_tokens=self.max_tokens, mode=m)
             if w.mode != m:
                 raise C.NotAvailable("MIXED_ATTN_SPLIT_DISPATCH=0 forces fold")
-            self.wrappers[m] = w
+            self.wrappers[name] = w
+        self.streams = None
+        if mode == "split2s" and device.type == "cuda":
+            self.streams = (torch.cuda.Stream(device), torch.cuda.Stream(device, priority=-1))
         self.choices = {}  # best: {step kind: {"split": steps, "fold": steps}}
         self.steps_run = 0
         from mixed_attn.testing import random_kv_cache
@@ -151,6 +164,8 @@ class Engine:
         class (prefill / mixed / decode), tallied by mode "best". Returns wall seconds."""
         from mixed_attn.testing import batch_indptrs
 
+        if self.mode == "split2s":
+            return self._run_two_streams(rows)
         qo_t, kv_t, seq_t = batch_indptrs([e for _, _, e in rows], [p for _, p, _ in rows],
                                           self.cfg.page_size, tensors=True)
         T, npg = int(qo_t[-1]), int(kv_t[-1])
@@ -167,6 +182,53 @@ class Engine:
             tally = self.choices.setdefault(kind, {m: 0 for m in self.wrappers})
             tally[best] += 1
         return times[best]
+
+    def _run_two_streams(self, rows):
+        """split2s: the step's extend rows and its decode rows (the one-token rows the replay puts
+        last) as two batches, planned on two wrappers and run on two streams, joined per layer."""
+        from mixed_attn.testing import batch_indptrs
+
+        n_dec = 0
+        while n_dec < len(rows) and rows[len(rows) - 1 - n_dec][2] == 1:
+            n_dec += 1
+        parts, tok0, page0 = [], 0, 0
+        for name, grp in (("extend", rows[:len(rows) - n_dec]), ("decode", rows[len(rows) - n_dec:])):
+            if not grp:
+                continue
+            qo_t, kv_t, seq_t = batch_indptrs([e for _, _, e in grp], [p for _, p, _ in grp],
+                                              self.cfg.page_size, tensors=True)
+            T, npg = int(qo_t[-1]), int(kv_t[-1])
+            n = (kv_t[1:] - kv_t[:-1]).tolist()
+            torch.cat([r.pages[:k] for (r, _, _), k in zip(grp, n)], out=self.idx_host[page0:page0 + npg])
+            parts.append((self.wrappers[name], (qo_t, kv_t, seq_t), slice(tok0, tok0 + T),
+                          slice(page0, page0 + npg)))
+            tok0, page0 = tok0 + T, page0 + npg
+        cuda = self.device.type == "cuda"
+        t0 = time.perf_counter()
+        for w, plan_args, _, _ in parts:
+            w.plan(*plan_args)
+        self.idx_dev[:page0].copy_(self.idx_host[:page0], non_blocking=True)
+
+        def run(w, ts, ps):
+            w.run(self.q[ts], self.k_cache, self.v_cache, self.idx_dev[ps], k=self.k[ts], v=self.v[ts],
+                  out=self.out[ts])
+
+        for _ in range(self.cfg.layers):
+            if self.streams is not None and len(parts) == 2:
+                cur = torch.cuda.current_stream(self.device)
+                for st in self.streams:
+                    st.wait_stream(cur)
+                for (w, _, ts, ps), st in zip(parts, self.streams):
+                    with torch.cuda.stream(st):
+                        run(w, ts, ps)
+                for st in self.streams:
+                    cur.wait_stream(st)
+            else:
+                for w, _, ts, ps in parts:
+                    run(w, ts, ps)
+        if cuda:
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter() - t0
 
     def _run_step(self, w, qo_t, kv_t, seq_t, T, npg):
         """One step on wrapper w: plan, kv_indices upload, every layer, sync. Wall seconds."""
@@ -424,7 +486,8 @@ def parse_args(argv=None):
     p.add_argument("--traces", default="burst,poisson,trickle",
                    help="burst first: it measures the capacity the other rates derive from")
     p.add_argument("--modes", default="split,fold",
-                   help="comma list of split, fold, best (each step timed both ways, the faster charged)")
+                   help="comma list of split, fold, split2s (split's halves on two streams), best (each step "
+                        "timed split and fold, the faster charged)")
     p.add_argument("--backend", default="auto", choices=["auto", "op", "triton"],
                    help="op: torch.ops.mixed_attn.forward; triton: the Triton oracle with the "
                         "same plans; auto: the op, or the oracle when the op has no CUDA kernels")

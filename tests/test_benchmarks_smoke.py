@@ -108,6 +108,29 @@ def test_serve_replay_best_mode_tallies_every_step(tmp_path):
     assert "relative to split" in (tmp_path / "sr.md").read_text()
 
 
+def test_serve_replay_two_stream_step_matches_split():
+    # split2s runs a step's extend rows and decode rows as two batches on two wrappers: the same
+    # attention as one split step over the whole batch (CPU op; on a GPU the halves run on two streams).
+    import mixed_attn
+    import torch
+
+    cfg = serve_replay.config_for(serve_replay.parse_args(["--quick", "--cpu"]), False)
+    dev = torch.device("cpu")
+    one, two = (serve_replay.Engine(mixed_attn, cfg, m, dev) for m in ("split", "split2s"))
+    reqs = [serve_replay.Request(i, 0.0, 40, 4) for i in range(4)]
+    pages = torch.randperm(cfg.num_pages, generator=torch.Generator().manual_seed(5)).to(torch.int32)
+    for i, r in enumerate(reqs):
+        r.pages = pages[8 * i:8 * i + 8]
+    # a prompt chunk, a prompt's first chunk, then two decode rows (one token each, placed last)
+    rows = [(reqs[0], 16, 20), (reqs[1], 0, 9), (reqs[2], 30, 1), (reqs[3], 21, 1)]
+    T = 20 + 9 + 1 + 1
+    for eng in (one, two):
+        eng.out.fill_(float("nan"))
+        eng.step(rows)
+    assert torch.isfinite(two.out[:T].float()).all()
+    torch.testing.assert_close(two.out[:T].float(), one.out[:T].float(), atol=2e-2, rtol=2e-2)
+
+
 def test_page_allocator_and_scheduler_accounting():
     alloc = serve_replay.PageAllocator(10, seed=1)
     a = alloc.alloc(4)
