@@ -58,7 +58,7 @@ import common as C  # noqa: E402
 MISMATCH_TOL = 2e-2
 # Graph rows last: a capture that fails cannot disturb the eager rows of the case.
 ROWS = ["ma_split", "ma_fold", "ma_ext", "ma_dec", "ma_2s_dec1", "ma_2s_ext1", "tri_split", "tri_fold", "torch_sdpa",
-        "torch_batched", "fi_fa2_all", "fi_ext", "fi_dec", "fi_split", "ma_split[g]", "ma_fold[g]"]
+        "torch_batched", "fi_fa2_all", "fi_ext", "fi_dec", "fi_split", "fi_batchattn", "ma_split[g]", "ma_fold[g]"]
 ROW_HELP = {
     "ma_split": "mixed_attn split dispatch",
     "ma_split[g]": "mixed_attn split, CUDA graph replay",
@@ -76,7 +76,10 @@ ROW_HELP = {
     "fi_ext": "FlashInfer batch prefill over the extend rows",
     "fi_dec": "FlashInfer batch decode (tensor cores) over the decode rows",
     "fi_split": "FlashInfer prefill(extend rows) then decode(decode rows)",
+    "fi_batchattn": "FlashInfer BatchAttention: one persistent launch over every row",
 }
+# FlashInfer's whole-step rows: the fastest measured one is "FI best" in the summary.
+FI_WHOLE_STEP_ROWS = ["fi_split", "fi_fa2_all", "fi_batchattn"]
 # Rows that time only part of the step: their %floor is against that part's own floor.
 PARTIAL_ROWS = {"ma_ext": "extend", "ma_dec": "decode", "fi_ext": "extend", "fi_dec": "decode"}
 
@@ -306,6 +309,8 @@ def build_flashinfer(ctx, step, kind):
     fi = ctx.flashinfer
     if fi is None:
         raise C.NotAvailable(ctx.fi_reason)
+    if kind == "fi_batchattn":
+        return build_flashinfer_batch_attention(fi, step)
     parts = {"fi_fa2_all": [None], "fi_ext": ["extend"], "fi_dec": ["decode"],
              "fi_split": ["extend", "decode"]}[kind]
     Hq, D, Hkv, P = step.q.shape[1], step.q.shape[2], step.k_cache.shape[2], step.page_size
@@ -344,6 +349,24 @@ def build_flashinfer(ctx, step, kind):
     return fn, out[lo:hi], (lo, hi)
 
 
+def build_flashinfer_batch_attention(fi, step):
+    """FlashInfer's holistic BatchAttention: prefill- and decode-style work of every row in one
+    persistent launch (its own planner), on the same q and paged cache. Planned before timing
+    (its plan synchronises the GPU)."""
+    Hq, D, Hkv, P = step.q.shape[1], step.q.shape[2], step.k_cache.shape[2], step.page_size
+    dev = step.device
+    w = fi.BatchAttention("NHD", device=str(dev))
+    w.plan(step.qo_indptr.to(dev), step.kv_indptr.to(dev), step.kv_indices,
+           step.seq_lens.to(torch.int32).to(dev), Hq, Hkv, D, D, P, causal=True,
+           q_data_type=step.q.dtype, kv_data_type=step.k_cache.dtype)
+    out = torch.full_like(step.q, float("nan"))
+
+    def fn():
+        w.run(step.q, (step.k_cache, step.v_cache), out=out)
+
+    return fn, out, (0, step.q.shape[0])
+
+
 def builders(ctx):
     return {
         "ma_split": (lambda s: build_ma(ctx, s, "split"), False),
@@ -359,6 +382,7 @@ def builders(ctx):
         "torch_sdpa": (lambda s: build_sdpa(ctx, s), False),
         "torch_batched": (lambda s: build_sdpa_batched(ctx, s), False),
         "fi_fa2_all": (lambda s: build_flashinfer(ctx, s, "fi_fa2_all"), False),
+        "fi_batchattn": (lambda s: build_flashinfer(ctx, s, "fi_batchattn"), False),
         "fi_ext": (lambda s: build_flashinfer(ctx, s, "fi_ext"), False),
         "fi_dec": (lambda s: build_flashinfer(ctx, s, "fi_dec"), False),
         "fi_split": (lambda s: build_flashinfer(ctx, s, "fi_split"), False),
@@ -599,7 +623,7 @@ def _us(v):
 
 SUMMARY_ROWS = ["ma_split", "ma_split[g]", "ma_fold", "ma_ext", "ma_dec", "ma_2s_dec1", "ma_2s_ext1",
                 "tri_split", "tri_fold",
-                "torch_sdpa", "torch_batched", "fi_fa2_all", "fi_split"]
+                "torch_sdpa", "torch_batched", "fi_fa2_all", "fi_split", "fi_batchattn"]
 
 
 def cell(res, name):
@@ -619,8 +643,8 @@ def summary(results, row_names):
         n in r["rows"] and r["rows"][n]["status"] == "ok" for r in results)]
     hdr = (["case (Hq/Hkv/D)", "floor ms", "floor(copy)", "overlap"] +
            [f"{n} ms (%floor{' of its half' if n in PARTIAL_ROWS else ''})" for n in cols] +
-           ["split vs fold", "split vs tri_split", "split vs torch",
-            "ref sgl_split*", "ref sgl_fold*", "ref FI best*"])
+           ["split vs fold", "split vs tri_split", "split vs torch", "FI best (measured)",
+            "split / FI best", "ref sgl_split*", "ref sgl_fold*", "ref FI best*"])
     rows = []
     for r in results:
         t = timed(r)
@@ -628,10 +652,14 @@ def summary(results, row_names):
         ratio = lambda other: (f"x{t[other] / sp:.2f}" if sp and other in t else "-")  # noqa
         bk, bv = C.reference_best(r["name"]) if r["reference"] else (None, None)
         ref = r["reference"]
+        fi = {n: t[n] for n in FI_WHOLE_STEP_ROWS if n in t}
+        fk = min(fi, key=fi.get) if fi else None
         rows.append([f"{r['name']} {r['shape']}", C.fmt_ms(r.get("floor_ms")),
                      C.fmt_ms(r.get("floor_copy_ms")), C.fmt_ms(r.get("floor_overlap_ms"))] +
                     [cell(r, n) for n in cols] +
                     [ratio("ma_fold"), ratio("tri_split"), ratio("torch_sdpa"),
+                     f"{C.fmt_ms(fi[fk])} ({fk})" if fk else "-",
+                     f"{sp / fi[fk]:.2f}" if fk and sp else "-",
                      C.fmt_ms(ref.get("sgl_split")), C.fmt_ms(ref.get("sgl_fold")),
                      f"{C.fmt_ms(bv)} ({bk})" if bv else "-"])
     return hdr, rows
