@@ -36,7 +36,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "python"))
-from common import measure_ceilings  # noqa: E402
+from common import last_page_lens, measure_ceilings  # noqa: E402
 from mixed_attn.plan_info import field  # noqa: E402
 from mixed_attn.testing import OpPlan, make_batch, op_forward  # noqa: E402
 
@@ -79,8 +79,7 @@ def flashinfer_decode(q, k_cache, v_cache, kv_indices, kvp, lens, page, out):
     Hq, D, Hkv = q.shape[1], q.shape[2], k_cache.shape[2]
     ws = torch.zeros(256 << 20, dtype=torch.uint8, device="cuda")  # its decode workspace must be zeroed
     kv_indptr = kvp.to(torch.int32).cuda()
-    npages = kvp[1:] - kvp[:-1]
-    last = (torch.as_tensor(lens, dtype=torch.int32) - (npages - 1) * page).to(torch.int32).cuda()
+    last = last_page_lens(kvp, lens, page).cuda()
     w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=True)
     w.plan(kv_indptr, kv_indices, last, Hq, Hkv, D, page, q_data_type=q.dtype, kv_data_type=k_cache.dtype)
 

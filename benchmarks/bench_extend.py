@@ -36,6 +36,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from mixed_attn.testing import OpExtend, make_batch  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import last_page_lens  # noqa: E402
+
 # name: (new tokens, prefix, Hq, Hkv, D)
 CASES = {
     "B": (4096, 4096, 32, 8, 128),
@@ -82,12 +85,10 @@ def flashinfer_extend(b, backend, page_size, hq, hkv, d, q_dtype, kv_dtype):
     import flashinfer
 
     dev = b.q.device
-    kv_indptr = b.kv_indptr.to(dev)
-    npages = kv_indptr[1:] - kv_indptr[:-1]
-    last = (b.seq_lens.to(dev) - (npages - 1) * page_size).to(torch.int32)
+    last = last_page_lens(b.kv_indptr, b.seq_lens, page_size).to(dev)
     ws = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
     w = flashinfer.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD", backend=backend)
-    w.plan(b.qo_indptr.to(dev), kv_indptr, b.kv_indices.to(dev), last, hq, hkv, d, page_size, causal=True,
+    w.plan(b.qo_indptr.to(dev), b.kv_indptr.to(dev), b.kv_indices.to(dev), last, hq, hkv, d, page_size, causal=True,
            q_data_type=q_dtype, kv_data_type=kv_dtype)
     out = torch.empty_like(b.q)
     return lambda: w.run(b.q, (b.k_cache, b.v_cache), out=out)
@@ -109,14 +110,14 @@ def run_case(lib, name, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfl
         request = {"extend_kv_splits": int(kernel[1])}
     if kernel in ("fa3", "fa2"):
         fn = flashinfer_extend(b, kernel, page_size, hq, hkv, d, q_dtype, kv_dtype)
-    elif kernel == "triton":
-        from mixed_attn.triton_ref import triton_extend
-
-        info, meta = lib.plan(b.qo_indptr, b.kv_indptr, b.seq_lens, page_size, hq, hkv, d, **request)
-        fn = lambda: triton_extend(q, k_cache, v_cache, kv_indices, meta, info, out)  # noqa: E731
     else:
         info, meta = lib.plan(b.qo_indptr, b.kv_indptr, b.seq_lens, page_size, hq, hkv, d, **request)
-        fn = lambda: lib.run(info, meta, q, k_cache, v_cache, kv_indices, out)  # noqa: E731
+        if kernel == "triton":
+            from mixed_attn.triton_ref import triton_extend
+
+            fn = lambda: triton_extend(q, k_cache, v_cache, kv_indices, meta, info, out)  # noqa: E731
+        else:
+            fn = lambda: lib.run(info, meta, q, k_cache, v_cache, kv_indices, out)  # noqa: E731
     fn()
     torch.cuda.synchronize()
     ms = bench_ms(fn)

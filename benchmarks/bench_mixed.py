@@ -322,8 +322,7 @@ def build_flashinfer(ctx, step, kind):
         hi = rng[1] if hi is None else max(hi, rng[1])
         dev = st.device
         kv_indptr = st.kv_indptr.to(dev)
-        npages = st.kv_indptr[1:] - st.kv_indptr[:-1]
-        last = (st.seq_lens - (npages - 1) * P).to(torch.int32).to(dev)
+        last = C.last_page_lens(st.kv_indptr, st.seq_lens, P).to(dev)
         ws = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
         o = out[rng[0]:rng[1]]
         if part == "decode":

@@ -58,8 +58,7 @@ def build_fi(fi, step, backend):
     dev, P = step.device, step.page_size
     Hq, D, Hkv = step.q.shape[1], step.q.shape[2], step.k_cache.shape[2]
     ws = torch.zeros(256 << 20, dtype=torch.uint8, device=dev)
-    npages = step.kv_indptr[1:] - step.kv_indptr[:-1]
-    last = (step.seq_lens - (npages - 1) * P).to(torch.int32).to(dev)
+    last = C.last_page_lens(step.kv_indptr, step.seq_lens, P).to(dev)
     w = fi.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD", backend=backend)
     w.plan(step.qo_indptr.to(dev), step.kv_indptr.to(dev), step.kv_indices, last, Hq, Hkv, D, P,
            causal=True, q_data_type=step.q.dtype, kv_data_type=step.k_cache.dtype)

@@ -758,3 +758,11 @@ def import_mixed_attn():
     except Exception as e:  # noqa: BLE001
         return None, ("mixed_attn not importable (" + _short(e, 90) + "; build with "
                       "scripts/build_inplace.sh and set PYTHONPATH=python)")
+
+
+def last_page_lens(kv_indptr, seq_lens, page_size):
+    """Keys in each row's last page (FlashInfer's paged_kv_last_page_len), int32, on seq_lens'
+    device: what FlashInfer's paged wrappers take next to kv_indptr in plan()."""
+    seq = torch.as_tensor(seq_lens, dtype=torch.int32)
+    npages = (kv_indptr[1:] - kv_indptr[:-1]).to(seq.device)
+    return (seq - (npages - 1) * page_size).to(torch.int32)

@@ -162,16 +162,9 @@ class Engine:
     def step(self, rows, kind=None):
         """rows: [(request, prefix_len, extend_len)] (extend rows first); kind: the replay's step
         class (prefill / mixed / decode), tallied by mode "best". Returns wall seconds."""
-        from mixed_attn.testing import batch_indptrs
-
         if self.mode == "split2s":
             return self._run_two_streams(rows)
-        qo_t, kv_t, seq_t = batch_indptrs([e for _, _, e in rows], [p for _, p, _ in rows],
-                                          self.cfg.page_size, tensors=True)
-        T, npg = int(qo_t[-1]), int(kv_t[-1])
-        # The page table: each request's first pages, from the allocator.
-        n = (kv_t[1:] - kv_t[:-1]).tolist()
-        torch.cat([r.pages[:k] for (r, _, _), k in zip(rows, n)], out=self.idx_host[:npg])
+        (qo_t, kv_t, seq_t), T, npg = self._stage(rows)
         order = list(self.wrappers)
         if self.steps_run % 2:
             order.reverse()
@@ -183,11 +176,21 @@ class Engine:
             tally[best] += 1
         return times[best]
 
+    def _stage(self, rows, page0=0):
+        """rows as one batch: its (qo_indptr, kv_indptr, seq_lens), tokens and pages, with its
+        page table (each request's first pages, from the allocator) at idx_host[page0:]."""
+        from mixed_attn.testing import batch_indptrs
+
+        qo_t, kv_t, seq_t = batch_indptrs([e for _, _, e in rows], [p for _, p, _ in rows],
+                                          self.cfg.page_size, tensors=True)
+        T, npg = int(qo_t[-1]), int(kv_t[-1])
+        n = (kv_t[1:] - kv_t[:-1]).tolist()
+        torch.cat([r.pages[:k] for (r, _, _), k in zip(rows, n)], out=self.idx_host[page0:page0 + npg])
+        return (qo_t, kv_t, seq_t), T, npg
+
     def _run_two_streams(self, rows):
         """split2s: the step's extend rows and its decode rows (the one-token rows the replay puts
         last) as two batches, planned on two wrappers and run on two streams, joined per layer."""
-        from mixed_attn.testing import batch_indptrs
-
         n_dec = 0
         while n_dec < len(rows) and rows[len(rows) - 1 - n_dec][2] == 1:
             n_dec += 1
@@ -195,13 +198,8 @@ class Engine:
         for name, grp in (("extend", rows[:len(rows) - n_dec]), ("decode", rows[len(rows) - n_dec:])):
             if not grp:
                 continue
-            qo_t, kv_t, seq_t = batch_indptrs([e for _, _, e in grp], [p for _, p, _ in grp],
-                                              self.cfg.page_size, tensors=True)
-            T, npg = int(qo_t[-1]), int(kv_t[-1])
-            n = (kv_t[1:] - kv_t[:-1]).tolist()
-            torch.cat([r.pages[:k] for (r, _, _), k in zip(grp, n)], out=self.idx_host[page0:page0 + npg])
-            parts.append((self.wrappers[name], (qo_t, kv_t, seq_t), slice(tok0, tok0 + T),
-                          slice(page0, page0 + npg)))
+            plan_args, T, npg = self._stage(grp, page0)
+            parts.append((self.wrappers[name], plan_args, slice(tok0, tok0 + T), slice(page0, page0 + npg)))
             tok0, page0 = tok0 + T, page0 + npg
         cuda = self.device.type == "cuda"
         t0 = time.perf_counter()

@@ -43,7 +43,7 @@ __device__ __forceinline__ void kv_split_meet() { cluster_sync(); }
 
 // Rank 0: waits until every other rank's partials are in place. The caller then merges them
 // (mainloop.cuh, consume()).
-template <int kHeadDim, typename T>
+template <typename T>
 __device__ __forceinline__ void kv_split_gather(const Sm90Smem<T>& sm) {
   kv_split_meet();
   mbar_wait_cluster(sm.merge_arrived, 0);

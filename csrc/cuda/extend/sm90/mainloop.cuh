@@ -246,7 +246,7 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
     // of the PHI copies of that state, and with it the register assignment in the SASS.
     if (kv_splits > 1) {
       if (split_rank == 0) {
-        kv_split_gather<kHeadDim, T>(sm);
+        kv_split_gather(sm);
         const int ctid = tid - 128;
         const float4* parked = reinterpret_cast<const float4*>(sm.q);
         for (int r = 1; r < kv_splits; ++r) {
