@@ -17,11 +17,10 @@
 // the structs the roles are handed: traits.cuh; the TMA descriptors: tma_maps.h; the
 // host launcher (KV split cluster, TMA or cp.async instantiation): launch.cuh.
 //
-// Shared-memory tiles (tile_byte_off): the TMA instantiation uses the wgmma
-// 128-byte-swizzle layout (the one TMA writes); the cp.async-only one the
-// no-swizzle canonical layout (8 rows x 16 bytes per 128-byte core matrix),
-// each producer warp instruction writing 8 rows x 4 chunks = 512 contiguous
-// bytes (MA_SM90_SWIZZLE=1 gives it the swizzled layout too).
+// Shared-memory tiles (tile_byte_off): the wgmma 128-byte-swizzle layout (the one TMA
+// writes), in both instantiations; each producer warp instruction of a cp.async copy writes
+// 8 rows x 4 chunks with every 16-byte slot position hit four times (MA_SM90_SWIZZLE=0 gives
+// the cp.async-only instantiation the no-swizzle canonical layout instead).
 //
 // Scope: bf16 / fp16 q with a cache of the same type, head dims 64/128/256.
 // The fp8 cache and other GPUs use extend/portable/kernel.cuh (launch_extend chooses).

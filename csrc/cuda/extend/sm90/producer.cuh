@@ -52,7 +52,7 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
   constexpr int kChunks = D / 8;          // 16-byte chunks per row
   constexpr int kQuads = kChunks / 4;     // a warp instruction writes 4 chunks of 8 rows
   constexpr bool kSwizzle = kTma || MA_SM90_SWIZZLE != 0;
-  // Swizzled copies: a warp instruction covers kRowsPerCopy whole rows (up to 32 chunks).
+  // Swizzled Q copies: a warp instruction covers kRowsPerCopy whole rows (up to 32 chunks).
   constexpr int kChunkLanes = kChunks < 32 ? kChunks : 32;
   constexpr int kRowsPerCopy = 32 / kChunkLanes;
   static_assert(kChunks <= 32, "head_dim <= 256");
@@ -152,17 +152,25 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
       auto copy_rows = [&](const T* cache, T* dst_tile, bool is_v) {
         unsigned char* dst = reinterpret_cast<unsigned char*>(dst_tile);
         if constexpr (kSwizzle) {
-          // Lanes: kRowsPerCopy rows x kChunkLanes consecutive chunks; one chunk per row per thread.
-          const int c0 = lane % kChunkLanes;
-          // Four rows in flight per thread: a full unroll hoists every row's address and spills.
-#pragma unroll 4
-          for (int i = 0; i < BN / (4 * kRowsPerCopy); ++i) {
-            const int r = (i * 4 + warp) * kRowsPerCopy + lane / kChunkLanes;
+          // Lane = (row rr of an 8-row group, chunk quad cq): the thread copies chunks cq, cq + 4,
+          // ... of its row, reading the row's offset once. Chunk c = cq + 4j of row r lands in
+          // 128-byte piece j / 2, slot (c % 8) ^ (r % 8) = (cq ^ rr) ^ 4 (j & 1): two base
+          // addresses, the rest immediates. Each warp instruction writes 8 rows x 4 slots, every
+          // 16-byte slot position four times: 4 wavefronts, the minimum for 512 bytes.
+          static_assert(kChunks % 4 == 0, "whole chunk quads per row");
+          const int rr = lane % 8, cq = lane / 8;
+          const int slot_even = (cq ^ rr) << 4, slot_odd = slot_even ^ 64;
+#pragma unroll
+          for (int rg = warp; rg < BN / 8; rg += 4) {
+            const int r = rg * 8 + rr;
             const longlong2 offs = table[r];
             const int64_t off = is_v ? offs.y : offs.x;
+            const T* src = cache + max(off, int64_t(0)) + cq * 8;
+            unsigned char* d_even = dst + r * 128 + slot_even;
+            unsigned char* d_odd = dst + r * 128 + slot_odd;
 #pragma unroll
-            for (int c = c0; c < kChunks; c += kChunkLanes)
-              cp_async_16(dst + tile_byte_off<kChunks, BN, true>(r, c), cache + max(off, int64_t(0)) + c * 8, off >= 0);
+            for (int j = 0; j < kChunks / 4; ++j)
+              cp_async_16((j & 1 ? d_odd : d_even) + (j / 2) * (BN * 128), src + j * 32, off >= 0);
           }
         } else {
           // Each thread copies whole rows (all chunk quads of row r, the same lane chunk in each),

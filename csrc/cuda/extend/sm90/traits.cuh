@@ -30,12 +30,13 @@ namespace mixed_attn::gpu::extend_detail {
 #ifndef MA_SM90_D256_ST
 #define MA_SM90_D256_ST 2
 #endif
-// Layout of the cp.async-only instantiation's tiles. 1: the 128-byte-swizzled wgmma
-// layout (see tile_byte_off); 0: the no-swizzle canonical layout, faster on the H200
-// (benchmarks/RESULTS.md): the swizzled copies cost one shared table read per 16-byte
-// chunk instead of per row. The TMA instantiation always uses the swizzled layout.
+// Layout of the cp.async-only instantiation's tiles (page sizes TMA cannot serve, head dim
+// 64). 1: the 128-byte-swizzled wgmma layout (see tile_byte_off), the one the TMA
+// instantiation always uses; since each producer thread copies whole quads of its row
+// (producer.cuh) it is the faster one (page 1 at head dim 128: 1.046 -> 0.819 ms,
+// benchmarks/RESULTS.md). 0: the no-swizzle canonical layout.
 #ifndef MA_SM90_SWIZZLE
-#define MA_SM90_SWIZZLE 0
+#define MA_SM90_SWIZZLE 1
 #endif
 // 1: K/V tiles inside the attended range are copied by TMA into the 128-byte-
 // swizzled layout, one 4-D tensor copy per (16 keys of one page, 64 columns), when
