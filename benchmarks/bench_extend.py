@@ -47,6 +47,8 @@ CASES = {
     "D-d64": (1024, 16384, 32, 8, 64),
     "B-d256": (4096, 4096, 16, 8, 256),
     "D-d256": (1024, 16384, 16, 8, 256),
+    "P": (2048, 0, 32, 8, 128),  # a prefill chunk over no prefix (short tiles)
+    "P-512": (512, 0, 32, 8, 128),
     # page size 1 (sglang's default): keys one by one (per-key TMA boxes or cp.async)
     "B-p1": (4096, 4096, 32, 8, 128, 1),
     "B-d64-p1": (4096, 4096, 32, 8, 64, 1),

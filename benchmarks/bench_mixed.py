@@ -8,6 +8,8 @@ What it times, per case (one attention call = one layer of one step, KV save not
   ma_split[g]   the same, replayed from a CUDA graph (launch gaps removed)
   ma_fold       mixed_attn, fold dispatch (every row through the extend kernel)
   ma_fold[g]    the same from a CUDA graph
+  ma_auto       mixed_attn, mode "auto" (the planner picks split or fold for the step by its
+                step-cost estimate; the summary names the one it picked)
   ma_ext        mixed_attn over the extend rows alone (the extend half of split)
   ma_dec        mixed_attn over the decode rows alone (the decode half of split)
   ma_2s_*       the two halves on two CUDA streams (decode on a high-priority one), joined
@@ -57,13 +59,14 @@ import common as C  # noqa: E402
 
 MISMATCH_TOL = 2e-2
 # Graph rows last: a capture that fails cannot disturb the eager rows of the case.
-ROWS = ["ma_split", "ma_fold", "ma_ext", "ma_dec", "ma_2s_dec1", "ma_2s_ext1", "tri_split", "tri_fold", "torch_sdpa",
+ROWS = ["ma_split", "ma_fold", "ma_auto", "ma_ext", "ma_dec", "ma_2s_dec1", "ma_2s_ext1", "tri_split", "tri_fold", "torch_sdpa",
         "torch_batched", "fi_fa2_all", "fi_ext", "fi_dec", "fi_split", "fi_batchattn", "ma_split[g]", "ma_fold[g]"]
 ROW_HELP = {
     "ma_split": "mixed_attn split dispatch",
     "ma_split[g]": "mixed_attn split, CUDA graph replay",
     "ma_fold": "mixed_attn fold dispatch",
     "ma_fold[g]": "mixed_attn fold, CUDA graph replay",
+    "ma_auto": "mixed_attn mode auto (split or fold by the plan's estimate)",
     "ma_ext": "mixed_attn, extend rows alone",
     "ma_dec": "mixed_attn, decode rows alone",
     "ma_2s_dec1": "mixed_attn, the two halves on two streams (decode first, high priority)",
@@ -372,6 +375,7 @@ def builders(ctx):
         "ma_split[g]": (lambda s: build_ma(ctx, s, "split", graph=True), True),
         "ma_fold": (lambda s: build_ma(ctx, s, "fold"), False),
         "ma_fold[g]": (lambda s: build_ma(ctx, s, "fold", graph=True), True),
+        "ma_auto": (lambda s: build_ma(ctx, s, "auto"), False),
         "ma_ext": (lambda s: build_ma(ctx, s, "split", "extend"), False),
         "ma_dec": (lambda s: build_ma(ctx, s, "split", "decode"), False),
         "ma_2s_dec1": (lambda s: build_concurrent(ctx, s, "decode"), False),
@@ -449,6 +453,9 @@ def run_case(case, ctx, timer, ceilings, row_names, args):
             if ref is not None:
                 r["err"] = C.rel_err(out, ref[lo:hi])
             r.update(timer.time(fn, graph=graph))
+            w = getattr(fn, "wrapper", None)
+            if name == "ma_auto" and w is not None:  # the mode the plan chose, and its estimates
+                r["chose"] = {k: w.plan_launch[k] for k in ("mode", "est_split_us", "est_fold_us")}
             del fn, out
         except C.NotAvailable as e:
             r = {"status": "n/a", "why": str(e)}
@@ -509,6 +516,10 @@ def format_row(name, r, case, ceilings, res, elem):
         r["mismatch"] = True
     if name in PARTIAL_ROWS:
         note = (note + "; " if note else "") + f"{PARTIAL_ROWS[name]} half only"
+    if r.get("chose"):
+        c = r["chose"]
+        note = (note + "; " if note else "") + (f"chose {c['mode']} (estimates: split {c['est_split_us']:.0f} us, "
+                                                f"fold {c['est_fold_us']:.0f} us)")
     cells = [C.fmt_ms(r["ms"]), C.fmt_pct(pf), C.fmt_pct(pc), _rate(tbs, 2), _rate(tfl, 0),
              f"{err:.1e}" if err is not None else "-", note]
     return f"{name:<14}  " + "  ".join(f"{c:>12}" for c in cells[:-1]) + "  " + cells[-1]
@@ -620,7 +631,7 @@ def _us(v):
 # Summary, markdown, plot
 # ---------------------------------------------------------------------------------------------
 
-SUMMARY_ROWS = ["ma_split", "ma_split[g]", "ma_fold", "ma_ext", "ma_dec", "ma_2s_dec1", "ma_2s_ext1",
+SUMMARY_ROWS = ["ma_split", "ma_split[g]", "ma_fold", "ma_auto", "ma_ext", "ma_dec", "ma_2s_dec1", "ma_2s_ext1",
                 "tri_split", "tri_fold",
                 "torch_sdpa", "torch_batched", "fi_fa2_all", "fi_split", "fi_batchattn"]
 

@@ -27,6 +27,8 @@ rows planned as two batches on two wrappers, each layer launching the extend bat
 and the decode batch on a high-priority one, joined before the next layer (a model's next GEMM
 needs both), so the decode launch can take the SMs the extend launch's last wave leaves idle
 (issue 14's cheapest candidate; on the CPU the two run one after the other).
+Mode "auto" is the wrapper's mode="auto": each step planned split or fold by the planner's
+step-cost estimate (the replay tallies which one it chose per step kind).
 Mode "best" runs every step both ways (split and fold, alternating which goes first) and charges
 the faster: the upper bound of a per-step choice between the two, and which one each kind of step
 picks (the second run of a step sees a warmer L2, which flatters whichever goes second; the
@@ -171,6 +173,11 @@ class Engine:
         self.steps_run += 1
         times = {m: self._run_step(self.wrappers[m], qo_t, kv_t, seq_t, T, npg) for m in order}
         best = min(times, key=times.get)
+        if self.mode == "auto" and kind is not None:  # the mode the plan chose
+            best = "split" if self.wrappers["auto"].last_path == "split" else "fold"
+            tally = self.choices.setdefault(kind, {"split": 0, "fold": 0})
+            tally[best] += 1
+            return times["auto"]
         if len(times) > 1 and kind is not None:  # (None: the warm-up step outside any replay)
             tally = self.choices.setdefault(kind, {m: 0 for m in self.wrappers})
             tally[best] += 1
@@ -484,8 +491,8 @@ def parse_args(argv=None):
     p.add_argument("--traces", default="burst,poisson,trickle",
                    help="burst first: it measures the capacity the other rates derive from")
     p.add_argument("--modes", default="split,fold",
-                   help="comma list of split, fold, split2s (split's halves on two streams), best (each step "
-                        "timed split and fold, the faster charged)")
+                   help="comma list of split, fold, auto (the planner picks per step), split2s (split's halves "
+                        "on two streams), best (each step timed split and fold, the faster charged)")
     p.add_argument("--backend", default="auto", choices=["auto", "op", "triton"],
                    help="op: torch.ops.mixed_attn.forward; triton: the Triton oracle with the "
                         "same plans; auto: the op, or the oracle when the op has no CUDA kernels")
@@ -563,13 +570,14 @@ def comparisons(results, mode="split", against="fold"):
 
 
 def choice_rows(results):
-    """Mode "best": per trace and step kind, how many steps split and fold won."""
+    """Modes "best" (which was faster) and "auto" (which the plan chose): per trace and step
+    kind, steps split / fold."""
     rows = []
     for r in results:
         choice = (r.get("metrics") or {}).get("per_step_choice")
         for kind, tally in sorted((choice or {}).items()):
-            rows.append([r["trace"], kind, str(tally.get("split", 0)), str(tally.get("fold", 0))])
-    return ["trace", "step kind", "split faster", "fold faster"], rows
+            rows.append([r["trace"], r["mode"], kind, str(tally.get("split", 0)), str(tally.get("fold", 0))])
+    return ["trace", "mode", "step kind", "split", "fold"], rows
 
 
 def markdown(env, cfg, results, args, total_s, gpu, backend, ceilings, final=True):
@@ -608,7 +616,12 @@ def markdown(env, cfg, results, args, total_s, gpu, backend, ceilings, final=Tru
                   C.md_table(hdr_b, best_rows), ""]
     hdr_c, ch_rows = choice_rows(results)
     if ch_rows:
-        lines += ["best: which mode was faster, per step kind (steps):", "", C.md_table(hdr_c, ch_rows), ""]
+        lines += ["best: which mode was faster; auto: which the plan chose (steps per step kind):", "",
+                  C.md_table(hdr_c, ch_rows), ""]
+    for against in ("split", "best"):
+        hdr_a, auto_rows = comparisons(results, "auto", against)
+        if auto_rows:
+            lines += [f"auto relative to {against}:", "", C.md_table(hdr_a, auto_rows), ""]
     kind_rows = []
     for r in results:
         m = r.get("metrics")
@@ -763,7 +776,14 @@ def main(argv=None):
     if best_rows:
         print("\nbest (per step the faster of split and fold) relative to split:")
         print(C.text_table(hdr_b, best_rows))
-        print(C.text_table(*choice_rows(results)))
+    for against in ("split", "best"):
+        hdr_a, auto_rows = comparisons(results, "auto", against)
+        if auto_rows:
+            print(f"\nauto relative to {against}:")
+            print(C.text_table(hdr_a, auto_rows))
+    hdr_c, ch_rows = choice_rows(results)
+    if ch_rows:
+        print(C.text_table(hdr_c, ch_rows))
     print(SGLANG_NOTE)
     if not gpu:
         print(C.NO_GPU_BANNER)

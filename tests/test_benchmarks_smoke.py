@@ -39,7 +39,7 @@ def test_case_counts_match_baselines():
 
 def test_bench_mixed_quick_cpu(tmp_path, capsys):
     js, md = tmp_path / "bm.json", tmp_path / "bm.md"
-    rc = bench_mixed.main(["--quick", "--cpu", "--rows", "ma_split,ma_fold,ma_dec,torch_sdpa,torch_batched",
+    rc = bench_mixed.main(["--quick", "--cpu", "--rows", "ma_split,ma_fold,ma_auto,ma_dec,torch_sdpa,torch_batched",
                            "--json", str(js), "--markdown", str(md), "--no-plot",
                            "--commit", "test"])
     out = capsys.readouterr().out
@@ -48,12 +48,14 @@ def test_bench_mixed_quick_cpu(tmp_path, capsys):
     data = json.loads(js.read_text())
     assert data["ceilings"]["copy_tbs"] and data["ceilings"]["matmul_tflops"]
     (case,) = data["cases"]
-    for name in ("ma_split", "ma_fold", "ma_dec", "torch_sdpa", "torch_batched"):
+    for name in ("ma_split", "ma_fold", "ma_auto", "ma_dec", "torch_sdpa", "torch_batched"):
         row = case["rows"][name]
         assert row["status"] == "ok", (name, row)
         assert row["ms"] > 0
         assert row["err"] < bench_mixed.MISMATCH_TOL, (name, row["err"])
     assert case["speedup"]["ma_split"]["ma_split"] == pytest.approx(1.0)
+    chose = case["rows"]["ma_auto"]["chose"]  # the plan's choice and its two estimates
+    assert chose["mode"] in ("split", "fold") and chose["est_split_us"] > 0 and chose["est_fold_us"] > 0
     assert data["plan_timing"]["rows"][-1]["rows"] == 256
     assert data["plan_timing"]["rows"][-1]["wrapper_split_us"] > 0
     text = md.read_text()
@@ -90,10 +92,11 @@ def test_serve_replay_quick_cpu(tmp_path, capsys):
 
 
 def test_serve_replay_best_mode_tallies_every_step(tmp_path):
-    # Mode "best" times each step both ways and charges the faster: every step of a replay is
-    # counted once under its kind, and it generates the same tokens as the single modes.
+    # Mode "best" times each step both ways and charges the faster, mode "auto" runs what the
+    # plan chose: every step of a replay is counted once under its kind, and both generate the
+    # same tokens as the single modes.
     js = tmp_path / "sr.json"
-    rc = serve_replay.main(["--quick", "--cpu", "--modes", "split,best", "--traces", "burst",
+    rc = serve_replay.main(["--quick", "--cpu", "--modes", "split,best,auto", "--traces", "burst",
                             "--json", str(js), "--markdown", str(tmp_path / "sr.md"), "--commit", "test"])
     assert rc == 0
     got = {r["mode"]: r["metrics"] for r in json.loads(js.read_text())["results"]}
@@ -105,7 +108,12 @@ def test_serve_replay_best_mode_tallies_every_step(tmp_path):
         assert set(tally) == {"split", "fold"}
         assert sum(tally.values()) == best["step_kinds"][kind]["steps"], kind
     assert "per_step_choice" not in split
-    assert "relative to split" in (tmp_path / "sr.md").read_text()
+    auto = got["auto"]
+    assert auto["generated_tokens"] == split["generated_tokens"]
+    for kind, tally in auto["per_step_choice"].items():
+        assert sum(tally.values()) == auto["step_kinds"][kind]["steps"], kind
+    text = (tmp_path / "sr.md").read_text()
+    assert "relative to split" in text and "auto relative to best" in text
 
 
 def test_serve_replay_two_stream_step_matches_split():

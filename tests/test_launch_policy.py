@@ -101,21 +101,27 @@ def test_overrides_are_recorded():
     assert p["tile"] == 7
 
 
-# The wave rule: (CTAs, SMs) -> splits. Case D at d128 is 22 tiles x 8 head groups = 176 CTAs
-# on 132 SMs: two waves with the second a third full, split; case B (688 CTAs) never.
+# The KV split from the step-cost estimate (csrc/include/mixed_attn/step_cost.h): a CTA's fixed
+# cost (about 500 keys' worth) is what a split doubles, so few long tiles split and many or
+# short ones do not. Case D at d128 is 22 tiles x 8 head groups = 176 CTAs of ~17k keys on 132
+# SMs: split (measured 0.60 ms split); a 2048-token prefill chunk over no prefix (344 CTAs of
+# 48..2048 keys) was split by the old wave rule and measured 1.5x slower than unsplit.
 @pytest.mark.parametrize("ext,pre,splits", [
     ([1024], [16384], 2),  # case D at d128: 176 CTAs
     ([4096], [4096], 1),   # case B: 688 CTAs, five-plus waves
-    ([50], [100], 2),      # a small launch: 8 CTAs
+    ([2048], [0], 1),      # a prefill chunk, no prefix: short tiles
+    ([64], [8192], 2),     # 16 CTAs of 8k keys
+    ([50], [100], 1),      # a small launch: 16 CTAs of ~150 keys, the fixed cost dominates
 ])
-def test_kv_split_wave_rule(ext, pre, splits):
+def test_kv_split_from_the_step_cost(ext, pre, splits):
     info = plan(H200, ext, pre, mode=1)
     assert field(info, "extend_kernel") == 2
     assert field(info, "extend_kv_splits") == splits
 
 
 def test_kv_split_never_in_deterministic_plans_unless_fixed():
-    assert field(plan(H200, [50], [100], mode=1, deterministic=1), "extend_kv_splits") == 1
+    assert field(plan(H200, [64], [8192], mode=1), "extend_kv_splits") == 2
+    assert field(plan(H200, [64], [8192], mode=1, deterministic=1), "extend_kv_splits") == 1
     assert field(plan(H200, [50], [100], mode=1, deterministic=1, extend_kv_splits=2), "extend_kv_splits") == 2
     assert field(plan(H200, [50], [100], mode=1, extend_kv_splits=4), "extend_kv_splits") == 2  # clamped
 

@@ -8,6 +8,8 @@
 #include <numeric>
 #include <sstream>
 
+#include "mixed_attn/step_cost.h"
+
 namespace mixed_attn {
 namespace {
 
@@ -127,6 +129,25 @@ int64_t row_splits(int64_t keys, int64_t chunk, int64_t align, const PlanConfig&
   return n;
 }
 
+// The sm_90a KV split of a launch over `n` tiles of keys(i) keys (costliest first) that the
+// step-cost estimate finds fastest, and that launch's estimate; ties keep fewer CTAs. The
+// per-CTA fixed cost is what a split doubles: short tiles (a prefill chunk over a short
+// prefix) lose by splitting, few long ones gain (benchmarks/RESULTS.md, session 8).
+template <typename Keys>
+int fastest_kv_splits(const Keys& keys, int64_t n, int64_t head_groups, int max_splits, int num_sms, double key_us,
+                      double* launch_us) {
+  int best = 1;
+  double best_us = -1.0;
+  for (int s = 1; s <= max_splits; ++s) {
+    ExtendLaunchEstimate e(head_groups, s, num_sms);
+    for (int64_t i = 0; i < n; ++i) e.add_tile(keys(i));
+    const double us = e.us(key_us);
+    if (best_us < 0.0 || us < best_us) best = s, best_us = us;
+  }
+  *launch_us = n > 0 ? best_us : 0.0;
+  return best;
+}
+
 }  // namespace
 
 int64_t plan_meta_capacity(int64_t max_rows, int64_t max_tokens, int64_t extend_tile_tokens) {
@@ -150,7 +171,7 @@ std::string graph_bounds(const PlanConfig& cfg, const LaunchPolicy& policy, Grap
   const int64_t ext = cfg.graph_max_extend_tokens;
   // Extend rows hold at least one token each; each costs at most one partial tile.
   if (ext > 0) g.max_tiles = std::min<int64_t>(cfg.graph_max_rows, ext) + ceil_div(ext, policy.extend_tile_tokens);
-  if (cfg.mode == DispatchMode::kSplit) {
+  if (cfg.mode != DispatchMode::kFold) {
     // A row of q decode tokens and n splits takes q * n slots; the decode tokens of a step
     // number at most T_dec = min(max_tokens, max_rows * decode_max_q).
     const int64_t dmq = std::max(1, policy.decode_max_q);
@@ -221,7 +242,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   }
 
   const int32_t B = in.num_rows;
-  const bool split = cfg.mode == DispatchMode::kSplit;
+  const bool split = cfg.mode != DispatchMode::kFold;
   auto extend_len = [&](int32_t b) { return in.qo_indptr[b + 1] - in.qo_indptr[b]; };
 
   // Per-thread scratch, reused across calls: no heap allocation per plan once warm.
@@ -230,6 +251,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     std::vector<int32_t> decode_rows, extend_rows, kv_start, chunk, split_indptr;
     std::vector<Tile> tiles;
     std::vector<uint64_t> tile_order;
+    std::vector<int32_t> fold_keys;
   };
   thread_local Scratch scratch;  // one thread-local lookup
   std::vector<int32_t>& decode_rows = scratch.decode_rows;
@@ -335,6 +357,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     }
   }
   int32_t max_splits = 0;
+  int64_t decode_ctas = 0, longest_split = 0;  // per kv head: for the step-cost estimate
   for (int64_t d = 0; d < Nd; ++d) {
     const int32_t q = extend_len(decode_rows[d]);
     const int64_t keys = chunk[d];
@@ -343,6 +366,8 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     chunk[d] = int32_t(c);
     split_indptr[d + 1] = int32_t(split_indptr[d] + n * q);  // q slots per split
     max_splits = std::max<int32_t>(max_splits, int32_t(n));
+    decode_ctas += n * (max_decode_q <= 1 ? one_query_ctas : decode_row_ctas(q, group, cta_blocks));
+    longest_split = std::max(longest_split, std::min(keys, c));
   }
   const int64_t num_partials = split_indptr[Nd];
   if (cfg.graph_safe && num_partials > graph.max_partials)
@@ -355,11 +380,15 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   tiles.clear();
   tile_order.clear();
   const int32_t tt = policy.extend_tile_tokens;
+  // Keys a tile of row b starting at query q0 reads: its cost.
+  auto tile_cost = [&](int32_t b, int32_t q0) {
+    const int32_t ext = extend_len(b);
+    const int64_t keys = int64_t(in.seq_lens[b] - ext) + std::min(q0 + tt, ext);
+    return cfg.window_left >= 0 ? std::min<int64_t>(keys, int64_t(cfg.window_left) + tt) : keys;
+  };
   for (int32_t b : extend_rows) {
-    const int32_t ext = extend_len(b), prefix = in.seq_lens[b] - ext;
-    for (int32_t q0 = 0; q0 < ext; q0 += tt) {
-      int64_t keys = int64_t(prefix) + std::min(q0 + tt, ext);
-      if (cfg.window_left >= 0) keys = std::min<int64_t>(keys, int64_t(cfg.window_left) + tt);
+    for (int32_t q0 = 0, ext = extend_len(b); q0 < ext; q0 += tt) {
+      const int64_t keys = tile_cost(b, q0);
       // Sort key: cost descending (a cost is at most seq_len, so 32 bits), then the order the
       // tiles are made in (row, then q_start): the order a stable sort by cost gives.
       tile_order.push_back(uint64_t(UINT32_MAX - uint32_t(keys)) << 32 | uint32_t(tiles.size()));
@@ -385,16 +414,66 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   // wrapper fixes the split (a fixed split is batch-invariant too).
   // Graph-safe plans: the split is part of the captured geometry, so it is the
   // wrapper's fixed choice (default 1), never the per-step wave rule.
-  int32_t extend_kv_splits = 1;
   const bool one_pass = policy.extend_tile_tokens <= policy.extend_block_rows / policy.extend_pack;
+  const bool sm90_split_ok = policy.extend_kernel == ExtendKernel::kSm90 && one_pass;
   const int32_t forced = cfg.request.extend_kv_splits;
-  if (policy.extend_kernel == ExtendKernel::kSm90 && one_pass && (cfg.graph_safe || Nt > 0)) {
-    // (not one pass: the cluster merge runs once, after a tile's single pass)
-    if (forced > 0) {
-      extend_kv_splits = std::min(forced, policy.extend_max_kv_splits);
-    } else if (!cfg.deterministic && !cfg.graph_safe) {
-      const int64_t blocks = Nt * (cfg.num_qo_heads / policy.extend_pack);
-      extend_kv_splits = sm90_kv_splits(blocks, cfg.device.num_sms, policy.extend_max_kv_splits);
+  const int64_t head_groups = cfg.num_qo_heads / policy.extend_pack;
+  const double key_us = extend_key_us(policy.extend_block_rows, cfg.head_dim);
+  // The KV split of a launch over n tiles of keys(i) keys and its step-cost estimate: the
+  // wrapper's fixed split, else (never in deterministic or graph-safe plans, where it would
+  // depend on the batch) the fastest by the estimate.
+  auto launch_splits = [&](const auto& keys, int64_t n, double* us) -> int32_t {
+    if (sm90_split_ok && forced > 0) {
+      const int32_t s = std::min(forced, policy.extend_max_kv_splits);
+      ExtendLaunchEstimate e(head_groups, s, cfg.device.num_sms);
+      for (int64_t i = 0; i < n; ++i) e.add_tile(keys(i));
+      *us = e.us(key_us);
+      return s;
+    }
+    const int free = sm90_split_ok && !cfg.deterministic && !cfg.graph_safe ? policy.extend_max_kv_splits : 1;
+    return fastest_kv_splits(keys, n, head_groups, free, cfg.device.num_sms, key_us, us);
+  };
+  auto tile_keys = [&](int64_t i) { return int64_t(UINT32_MAX - uint32_t(tile_order[i] >> 32)); };
+  const bool auto_mode = cfg.mode == DispatchMode::kAuto && Nd > 0 && !cfg.graph_safe && !cfg.deterministic;
+  double extend_us = 0.0;  // the step-cost estimate of this launch
+  int32_t extend_kv_splits = 1;
+  if (sm90_split_ok && (cfg.graph_safe || Nt > 0) && (forced > 0 || (!cfg.deterministic && !cfg.graph_safe)))
+    extend_kv_splits = launch_splits(tile_keys, Nt, &extend_us);
+  else if (auto_mode && Nt > 0) launch_splits(tile_keys, Nt, &extend_us);
+
+  // 3c. Mode auto: split or fold, whichever the step-cost estimate finds faster for this step
+  // (fold runs the decode rows as tiles of the one extend launch: cheaper when they are few
+  // and short next to a large extend half, or few enough to fill its last wave). A fold plan
+  // is then made by this same function; either plan records both estimates.
+  double est_split_us = 0.0, est_fold_us = 0.0;
+  if (auto_mode) {
+    const int64_t kv_elem = cfg.kv_fp8 ? 1 : 2;
+    const int64_t head_key_bytes = int64_t(cfg.head_dim) * 2 * kv_elem;  // K and V of one key, one kv head
+    const int64_t target = int64_t(cfg.device.num_sms) * cfg.ctas_per_sm;
+    const int64_t waves = ceil_div(decode_ctas * cfg.num_kv_heads, std::max<int64_t>(1, target));
+    est_split_us = kStepFixedUs + extend_us +
+                   decode_half_us(double(total_keys) * head_key_bytes * cfg.num_kv_heads, waves,
+                                  double(longest_split) * head_key_bytes);
+    // The fold launch: the extend tiles and the decode rows' tiles, costliest first.
+    std::vector<int32_t>& fold_keys = scratch.fold_keys;
+    fold_keys.clear();
+    for (int64_t i = 0; i < Nt; ++i) fold_keys.push_back(int32_t(tile_keys(i)));
+    for (int32_t b : decode_rows)
+      for (int32_t q0 = 0, ext = extend_len(b); q0 < ext; q0 += tt) fold_keys.push_back(int32_t(tile_cost(b, q0)));
+    std::sort(fold_keys.begin(), fold_keys.end(), [](int32_t x, int32_t y) { return x > y; });
+    double fold_us = 0.0;
+    launch_splits([&](int64_t i) { return int64_t(fold_keys[i]); }, int64_t(fold_keys.size()), &fold_us);
+    est_fold_us = kStepFixedUs + fold_us;
+    if (est_fold_us < est_split_us) {
+      PlanConfig fold_cfg = cfg;
+      fold_cfg.mode = DispatchMode::kFold;
+      PlanResult f = plan_step(fold_cfg, in, meta_out);
+      if (f.ok) {
+        f.info[kPlanModeRequested] = int64_t(DispatchMode::kAuto);
+        f.info[kPlanEstSplitNs] = int64_t(est_split_us * 1000.0);
+        f.info[kPlanEstFoldNs] = int64_t(est_fold_us * 1000.0);
+      }
+      return f;
     }
   }
 
@@ -430,7 +509,10 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   info[kPlanMagic] = kPlanMagicValue;
   info[kPlanNumRows] = B;
   info[kPlanNumTokens] = in.qo_indptr[B];
-  info[kPlanMode] = int64_t(cfg.mode);
+  info[kPlanMode] = int64_t(split ? DispatchMode::kSplit : DispatchMode::kFold);
+  info[kPlanModeRequested] = int64_t(cfg.mode);
+  info[kPlanEstSplitNs] = int64_t(est_split_us * 1000.0);
+  info[kPlanEstFoldNs] = int64_t(est_fold_us * 1000.0);
   info[kPlanNumDecodeRows] = Nd;
   info[kPlanNumExtendRows] = int64_t(extend_rows.size());
   info[kPlanNumExtendTiles] = Nt;
@@ -547,7 +629,7 @@ const char* const* plan_info_field_names() {
       "head_dim", "window_left", "deterministic", "max_q_len", "max_seq_len", "extend_kernel",
       "extend_block_rows", "extend_kv_splits", "extend_tma", "decode_kernel", "off_counts", "kv_fp8", "graph_safe",
       "graph_max_rows", "graph_max_tokens", "graph_max_tiles", "graph_max_partials", "decode_max_q",
-      "decode_max_q_policy", "decode_cta_blocks", nullptr};
+      "decode_max_q_policy", "decode_cta_blocks", "mode_requested", "est_split_ns", "est_fold_ns", nullptr};
   // clang-format on
   return names;
 }
@@ -562,7 +644,7 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
       return cat(plan_config_field_names()[f], " must be in [", lo, ", ", hi, "], got ", v[f]);
     return {};
   };
-  for (auto e : {in(kCfgMode, 0, 1), in(kCfgDeterministic, 0, 1), in(kCfgKvFp8, 0, 1), in(kCfgDeviceKind, 0, 2),
+  for (auto e : {in(kCfgMode, 0, 2), in(kCfgDeterministic, 0, 1), in(kCfgKvFp8, 0, 1), in(kCfgDeviceKind, 0, 2),
                  in(kCfgDeviceSm90Extend, 0, 1), in(kCfgDeviceTmaEncoder, 0, 1), in(kCfgDeviceHipMfma, 0, 1),
                  in(kCfgExtendKernel, 0, 3), in(kCfgDecodeKernel, 0, 3), in(kCfgExtendTma, -1, 1),
                  in(kCfgGraphSafe, 0, 1), in(kCfgWindowLeft, -1, INT32_MAX)})

@@ -23,7 +23,7 @@ from . import plan_info as _pi
 logger = logging.getLogger("mixed_attn")
 
 SPLIT_DISPATCH_ENV = "MIXED_ATTN_SPLIT_DISPATCH"
-_MODES = {"split": _pi.MODE_SPLIT, "fold": _pi.MODE_FOLD}
+_MODES = {"split": _pi.MODE_SPLIT, "fold": _pi.MODE_FOLD, "auto": _pi.MODE_AUTO}
 _logged_paths = set()
 
 
@@ -68,7 +68,13 @@ class MixedAttention:
         window_left, logit_cap, sm_scale: attention options fixed for the model.
         deterministic: fixed-size decode splits (fixed_split_tokens keys each), so a
             decode row's output is bitwise identical alone and in any batch.
-        mode: "split" (default) or "fold". MIXED_ATTN_SPLIT_DISPATCH=0 forces "fold".
+        mode: "split" (default), "fold" or "auto". "auto" plans each step split or fold,
+            whichever the planner's step-cost estimate finds faster (fold wins where the decode
+            rows are few and short next to a large extend half); the plan records the choice
+            and both estimates (plan_info fields mode, est_split_ns, est_fold_ns). Graph-safe
+            and deterministic wrappers plan "auto" as "split" always (neither the captured
+            geometry nor a decode row's bits may depend on the batch).
+            MIXED_ATTN_SPLIT_DISPATCH=0 forces "fold".
         max_splits_per_row: cap of the SM-aware split policy; sizes the arena.
         num_sms: streaming multiprocessors the split policy fills (read off the GPU by default).
         min_split_tokens, ctas_per_sm: the SM-aware policy never splits finer than
@@ -111,7 +117,7 @@ class MixedAttention:
                  extend_kv_splits=None, extend_tma=None, cuda_graph=False,
                  max_extend_tokens=None, max_partials=None, decode_max_q=0):
         if mode not in _MODES:
-            raise ValueError(f"mixed_attn: mode must be 'split' or 'fold', got {mode!r}")
+            raise ValueError(f"mixed_attn: mode must be 'split', 'fold' or 'auto', got {mode!r}")
         if num_qo_heads % num_kv_heads != 0:
             raise ValueError(f"mixed_attn: num_qo_heads ({num_qo_heads}) must be a multiple of "
                              f"num_kv_heads ({num_kv_heads})")
@@ -133,7 +139,7 @@ class MixedAttention:
         self.max_splits_per_row = int(max_splits_per_row)
         self.min_split_tokens, self.ctas_per_sm = int(min_split_tokens), int(ctas_per_sm)
         self.validate = validate
-        self.forced_fold = mode == "split" and not split_dispatch_enabled()
+        self.forced_fold = mode != "fold" and not split_dispatch_enabled()
         self.mode = "fold" if self.forced_fold else mode
         if self.forced_fold:
             logger.info("mixed_attn: %s=0 forces fold dispatch", SPLIT_DISPATCH_ENV)
@@ -171,7 +177,7 @@ class MixedAttention:
         self._alloc_meta(self.max_batch, self.max_tokens)
         self.partial_out = self.partial_lse = None
         self.arena_slots = 0
-        if self.mode == "split":
+        if self.mode != "fold":
             # A graph bucket's arena is its bound, fixed (captured pointers never move).
             self._alloc_arena(max(1, graph_partials) if self.cuda_graph
                               else self.max_batch * self.max_splits_per_row)
@@ -181,6 +187,7 @@ class MixedAttention:
         self._plan_upload = torch.ops.mixed_attn.plan_upload.default
         self._config_t = torch.tensor(self._config, dtype=torch.int64)  # plan_upload's form
         self._i_partials = _pi.INDEX["num_partials"]
+        self._i_mode = _pi.INDEX["mode"]
         # plan()'s one call for host int32 tensors (None: the regular op call, same results).
         self._fast_plan = _ops.FASTPLAN.plan_upload if _ops.FASTPLAN is not None else None
         self._fast_rows = (1 << 62) if self.cuda_graph else self.max_batch  # more: grow first
@@ -306,8 +313,9 @@ class MixedAttention:
             q, k, v, k_cache, v_cache, kv_indices, self.plan_meta, self.plan_info,
             self.partial_out, self.partial_lse, out, lse, sinks, self.sm_scale, self.logit_cap,
             self.window_left, float(k_scale), float(v_scale))
-        self.last_path = self.mode
-        if self.mode == "split":
+        self.last_path = self.mode if self.mode != "auto" else (
+            "split" if self.plan_info[self._i_mode] == _pi.MODE_SPLIT else "fold")
+        if self.last_path == "split":
             _log_path_once("split", "extend rows -> extend kernel, decode rows -> split-KV decode")
         else:
             _log_path_once("fold", "every row -> extend kernel"

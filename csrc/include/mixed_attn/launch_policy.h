@@ -96,7 +96,8 @@ MA_HOST_DEVICE constexpr int extend_sm90_block_rows(int head_dim) {
 }
 // Ranks 1.. of a KV-split cluster park their partial state in rank 0's shared
 // memory, which has room for one partial at every head dim: two splits at most
-// (three measured slower where they fit: benchmarks/RESULTS.md).
+// (three measured slower where they fit: benchmarks/RESULTS.md). Whether a launch splits is
+// the planner's step-cost estimate (step_cost.h).
 constexpr int kSm90MaxKvSplits = 2;
 // Decode-class rows: a row of q new tokens (speculative verify, q >= 2) runs on the split-KV
 // decode kernels when q <= the policy's decode_max_q: its q x group (query, head) pairs are
@@ -136,24 +137,6 @@ constexpr int kHostTileTokens = 16;
 // device cannot run: the HIP extend kernel needs hip_mfma).
 std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_t group_size, int32_t page_size,
                                  bool kv_fp8, const LaunchRequest& req, LaunchPolicy* out);
-
-// KV splits per query tile of the sm_90a kernel for a launch of `blocks` (tile,
-// head group) CTAs, one CTA per SM. Few long tiles leave SMs idle in the last
-// wave; splitting each tile's K/V range over S CTAs of a cluster gives S times as
-// many CTAs of 1/S the work. Cost in units of one unsplit CTA: ceil(blocks * S /
-// SMs) / S; ties go to the split; launches of three waves or more keep S = 1
-// (their costliest-first order already fills the last wave). The measurements
-// behind these rules are in benchmarks/RESULTS.md.
-inline int sm90_kv_splits(int64_t blocks, int num_sms, int max_splits) {
-  if (num_sms < 1 || blocks < 1 || blocks >= 3 * int64_t(num_sms)) return 1;
-  int best = 1;
-  double best_cost = double((blocks + num_sms - 1) / num_sms);
-  for (int s = 2; s <= max_splits; ++s) {
-    const double cost = double((blocks * s + num_sms - 1) / num_sms) / s;
-    if (cost <= best_cost) best = s, best_cost = cost;
-  }
-  return best;
-}
 
 // Names for messages and for plan_info readers.
 const char* extend_kernel_name(ExtendKernel k);

@@ -19,6 +19,9 @@ namespace mixed_attn {
 enum class DispatchMode : int32_t {
   kSplit = 0,  // extend rows -> extend kernel, decode rows -> split-KV decode
   kFold = 1,   // every row through the extend kernel (baseline, kill switch)
+  kAuto = 2,   // per step the one the step-cost estimate (step_cost.h) finds faster; a plan
+               // records the concrete mode. Graph-safe and deterministic plans: split always (a
+               // captured geometry, and a decode row's bits, must not depend on the batch)
 };
 
 struct PlanConfig {
@@ -143,6 +146,9 @@ enum PlanInfoField : int32_t {
                            // on the batch)
   kPlanDecodeMaxQPolicy,   // the policy's decode_max_q: rows of up to this many tokens are decode rows
   kPlanDecodeCtaBlocks,    // 16-pair MMA blocks one decode CTA serves (decode_cta_blocks)
+  kPlanModeRequested,      // the config's DispatchMode (kAuto: kPlanMode is the one chosen)
+  kPlanEstSplitNs,         // mode auto: the step-cost estimate of the step split / folded (ns of
+  kPlanEstFoldNs,          // one layer); 0 where no choice was made
   kPlanNumFields
 };
 constexpr int64_t kPlanMagicValue = 0x6d69786564;  // "mixed"
