@@ -102,19 +102,21 @@ def test_overrides_are_recorded():
 
 
 # The KV split from the step-cost estimate (csrc/include/mixed_attn/step_cost.h): a CTA's fixed
-# cost (about 500 keys' worth) is what a split doubles, so few long tiles split and many or
+# cost (about 770 keys' worth) is what a split doubles, so few long tiles split and many or
 # short ones do not. Case D at d128 is 22 tiles x 8 head groups = 176 CTAs of ~17k keys on 132
 # SMs: split (measured 0.60 ms split); a 2048-token prefill chunk over no prefix (344 CTAs of
 # 48..2048 keys) was split by the old wave rule and measured 1.5x slower than unsplit.
-@pytest.mark.parametrize("ext,pre,splits", [
-    ([1024], [16384], 2),  # case D at d128: 176 CTAs
-    ([4096], [4096], 1),   # case B: 688 CTAs, five-plus waves
-    ([2048], [0], 1),      # a prefill chunk, no prefix: short tiles
-    ([64], [8192], 2),     # 16 CTAs of 8k keys
-    ([50], [100], 1),      # a small launch: 16 CTAs of ~150 keys, the fixed cost dominates
+@pytest.mark.parametrize("ext,pre,splits,hq,hkv", [
+    ([1024], [16384], 2, 32, 8),  # case D at d128: 176 CTAs
+    ([4096], [4096], 1, 32, 8),   # case B: 688 CTAs, five-plus waves
+    ([2048], [0], 1, 32, 8),      # a prefill chunk, no prefix: short tiles
+    ([64], [8192], 2, 32, 8),     # 16 CTAs of 8k keys
+    ([50], [100], 2, 32, 8),      # a small launch: 16 CTAs, one wave either way (measured: 26 vs 28 us)
+    ([2048], [0], 2, 8, 1),  # case F's extend half (MQA, 24-query tiles): 86 CTAs fill half the
+                             # SMs unsplit (measured 0.049 ms split vs 0.059)
 ])
-def test_kv_split_from_the_step_cost(ext, pre, splits):
-    info = plan(H200, ext, pre, mode=1)
+def test_kv_split_from_the_step_cost(ext, pre, splits, hq, hkv):
+    info = plan(H200, ext, pre, hq=hq, hkv=hkv, mode=1)
     assert field(info, "extend_kernel") == 2
     assert field(info, "extend_kv_splits") == splits
 

@@ -139,9 +139,9 @@ int fastest_kv_splits(const Keys& keys, int64_t n, int64_t head_groups, int max_
   int best = 1;
   double best_us = -1.0;
   for (int s = 1; s <= max_splits; ++s) {
-    ExtendLaunchEstimate e(head_groups, s, num_sms);
+    ExtendLaunchEstimate e(head_groups, s, num_sms, key_us);
     for (int64_t i = 0; i < n; ++i) e.add_tile(keys(i));
-    const double us = e.us(key_us);
+    const double us = e.us();
     if (best_us < 0.0 || us < best_us) best = s, best_us = us;
   }
   *launch_us = n > 0 ? best_us : 0.0;
@@ -425,9 +425,9 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   auto launch_splits = [&](const auto& keys, int64_t n, double* us) -> int32_t {
     if (sm90_split_ok && forced > 0) {
       const int32_t s = std::min(forced, policy.extend_max_kv_splits);
-      ExtendLaunchEstimate e(head_groups, s, cfg.device.num_sms);
+      ExtendLaunchEstimate e(head_groups, s, cfg.device.num_sms, key_us);
       for (int64_t i = 0; i < n; ++i) e.add_tile(keys(i));
-      *us = e.us(key_us);
+      *us = e.us();
       return s;
     }
     const int free = sm90_split_ok && !cfg.deterministic && !cfg.graph_safe ? policy.extend_max_kv_splits : 1;

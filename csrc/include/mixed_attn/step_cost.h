@@ -2,26 +2,32 @@
 // sm_90a extend kernel's KV split and, in mode "auto", split or fold dispatch of a step.
 //
 // Plain C++ (no torch, no CUDA). A linear model fitted to per-layer times measured on the H200
-// (lab sweeps of 1238 step compositions at 32/8/128 and 8/1/128, page 16, and the sm_90a kernel
-// at head dim 128; benchmarks/RESULTS.md, session 8, has the fit and its errors: median 7-10%).
+// (lab sweeps of 1238 step compositions at 32/8/128 and 8/1/128, and 100 extend launches with the KV
+// split forced to 1 and 2; page 16, the sm_90a kernel at head dim 128; benchmarks/RESULTS.md,
+// session 8, has the fit and its errors).
 // Other head dims and kernels scale the per-key cost by the work a key costs a CTA (rows x head
 // dim); other GPUs use the H200's constants (both halves scale with the GPU, the decisions
 // depend on their ratio).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 namespace mixed_attn {
 
-// Microseconds. An extend launch is modelled as rounds of one CTA per SM in the plan's
-// costliest-first tile order: each round costs a CTA's fixed part (Q load, pipeline fill,
-// epilogue: about 500 keys' worth) plus the keys of its first, longest CTA.
-constexpr double kStepFixedUs = 10.6;        // KV save and the first launch of a step
-constexpr double kExtendRoundUs = 9.9;       // fixed part of one CTA, per round
-constexpr double kExtendSplitRoundUs = 7.0;  // more per round under a KV split (cluster merge)
-constexpr double kExtendKeyUs = 0.0196;      // one key of a 192-row x 128-dim CTA
-constexpr double kDecodeHalfUs = 17.0;       // the decode half's launches (stage 1 and merge)
-constexpr double kDecodeByteUs = 2.2e-7;     // K/V bytes of the decode half over HBM (4.5 TB/s)
-constexpr double kDecodeCtaByteUs = 7.7e-6;  // K/V bytes of one decode CTA's split (130 GB/s)
+// Microseconds. An extend launch runs one CTA per SM in the plan's costliest-first tile order;
+// a CTA costs a fixed part (Q load, pipeline fill, epilogue: about 770 keys' worth) plus its
+// keys. Its estimate folds the launch into rounds of num_sms CTAs: round r can start once the
+// shortest CTA of each earlier round is done (costliest first, the SMs freed earliest take the
+// next CTAs), so the launch lasts max over r of (the shortest CTAs of rounds before r + the
+// longest of r): exact for equal CTAs, and it sees that a short tail round fits beside a long
+// first one (median error 3.7% over 257 measured extend launches, p90 11%).
+constexpr double kStepFixedUs = 3.8;         // the rest of a step's layer (KV save, launch gaps)
+constexpr double kExtendCtaUs = 17.0;        // fixed part of one extend CTA
+constexpr double kExtendSplitCtaUs = 1.0;    // more per CTA of a KV-split cluster (the merge)
+constexpr double kExtendKeyUs = 0.022;       // one key of a 192-row x 128-dim CTA
+constexpr double kDecodeHalfUs = 17.6;       // the decode half's launches (stage 1 and merge)
+constexpr double kDecodeByteUs = 2.1e-7;     // K/V bytes of the decode half over HBM (4.7 TB/s)
+constexpr double kDecodeCtaByteUs = 9.1e-6;  // K/V bytes of one decode CTA's split (110 GB/s)
 
 // Per-key cost of one extend CTA of `block_rows` query rows at `head_dim`.
 inline double extend_key_us(int block_rows, int head_dim) {
@@ -32,27 +38,42 @@ inline double extend_key_us(int block_rows, int head_dim) {
 // groups) each split over `splits` CTAs, one CTA per SM.
 class ExtendLaunchEstimate {
  public:
-  ExtendLaunchEstimate(int64_t ctas_per_tile, int splits, int num_sms)
-      : per_tile_(ctas_per_tile * splits), splits_(splits), sms_(num_sms < 1 ? 1 : num_sms) {}
-  // The CTAs [n, n + per_tile) of this tile start a round at every multiple of sms.
+  ExtendLaunchEstimate(int64_t ctas_per_tile, int splits, int num_sms, double key_us)
+      : per_tile_(ctas_per_tile * splits),
+        splits_(splits),
+        sms_(num_sms < 1 ? 1 : num_sms),
+        key_us_(key_us),
+        cta_us_(kExtendCtaUs + (splits > 1 ? kExtendSplitCtaUs : 0.0)) {}
   void add_tile(int64_t keys) {
-    const int64_t rounds = ceil_div(ctas_ + per_tile_, sms_) - ceil_div(ctas_, sms_);
-    rounds_ += rounds;
-    first_keys_ += double(rounds) * double(ceil_div(keys, splits_));
+    const double t = cta_us_ + key_us_ * double((keys + splits_ - 1) / splits_);
+    // Rounds start at the multiples of sms among this tile's CTAs [n, n + per_tile).
+    int64_t starts = (ctas_ + per_tile_ + sms_ - 1) / sms_ - (ctas_ + sms_ - 1) / sms_;
+    if (starts > 0) {
+      // The round before the first start ends with the previous tile's CTA when the start is
+      // this tile's first CTA, else with one of this tile's.
+      close_round(ctas_ % sms_ == 0 ? last_us_ : t);
+      longest_us_ = t;
+      for (; starts > 1; --starts) {  // rounds wholly inside this tile: every CTA costs t
+        close_round(t);
+        longest_us_ = t;
+      }
+    }
+    last_us_ = t;
     ctas_ += per_tile_;
   }
   // Launch time; 0 for an empty launch (none is made).
-  double us(double key_us) const {
-    if (ctas_ == 0) return 0.0;
-    const double round = kExtendRoundUs + (splits_ > 1 ? kExtendSplitRoundUs : 0.0);
-    return double(rounds_) * round + first_keys_ * key_us;
-  }
+  double us() const { return ctas_ == 0 ? 0.0 : std::max(done_us_, before_us_ + longest_us_); }
 
  private:
-  static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+  void close_round(double shortest) {
+    if (longest_us_ < 0.0) return;  // no round open yet
+    done_us_ = std::max(done_us_, before_us_ + longest_us_);
+    before_us_ += shortest;
+  }
   int64_t per_tile_, splits_, sms_;
-  int64_t ctas_ = 0, rounds_ = 0;
-  double first_keys_ = 0.0;
+  double key_us_, cta_us_;
+  int64_t ctas_ = 0;
+  double last_us_ = 0.0, longest_us_ = -1.0, before_us_ = 0.0, done_us_ = 0.0;
 };
 
 // The decode half: its launches, `kv_bytes` of K/V over HBM, and `waves` waves of CTAs each
