@@ -59,8 +59,9 @@ import common as C  # noqa: E402
 
 MISMATCH_TOL = 2e-2
 # Graph rows last: a capture that fails cannot disturb the eager rows of the case.
-ROWS = ["ma_split", "ma_fold", "ma_auto", "ma_ext", "ma_dec", "ma_2s_dec1", "ma_2s_ext1", "tri_split", "tri_fold", "torch_sdpa",
-        "torch_batched", "fi_fa2_all", "fi_ext", "fi_dec", "fi_split", "fi_batchattn", "ma_split[g]", "ma_fold[g]"]
+ROWS = ["ma_split", "ma_fold", "ma_auto", "ma_ext", "ma_dec", "ma_2s_dec1", "ma_2s_ext1", "tri_split", "tri_fold",
+        "torch_sdpa", "torch_batched", "fi_fa2_all", "fi_ext", "fi_dec", "fi_split", "fi_batchattn", "ma_split[g]",
+        "ma_fold[g]"]
 ROW_HELP = {
     "ma_split": "mixed_attn split dispatch",
     "ma_split[g]": "mixed_attn split, CUDA graph replay",
