@@ -30,6 +30,18 @@ def test_split_dispatch_zero_forces_fold():
     assert r.stdout.split() == ["fold", "True", "True"]
 
 
+def test_mode_variable_is_the_default_mode():
+    code = ("import mixed_attn\n"
+            "a = mixed_attn.MixedAttention(4, 2, 64, 16, device='cpu', max_batch=4, max_tokens=64)\n"
+            "b = mixed_attn.MixedAttention(4, 2, 64, 16, device='cpu', max_batch=4, max_tokens=64, mode='split')\n"
+            "print(a.mode, b.mode)")
+    r = run_with_env(code, MIXED_ATTN_MODE="auto")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["auto", "split"]
+    r = run_with_env("import mixed_attn", MIXED_ATTN_MODE="fast")
+    assert r.returncode != 0 and "MIXED_ATTN_MODE='fast'" in r.stderr
+
+
 def test_bad_value_names_the_variable():
     r = run_with_env("import mixed_attn", MIXED_ATTN_EXTEND_KERNEL="fast")
     assert r.returncode != 0

@@ -114,7 +114,7 @@ def _check_identity(model, mode):
     assert stats["decode_rows"] > 0 and stats["extend_rows"] > 0
 
 
-@pytest.mark.parametrize("mode", ["split", "fold"])
+@pytest.mark.parametrize("mode", ["split", "fold", "auto"])
 def test_llama_gqa_tokens_identical(mode):
     _check_identity(_llama(), mode)
 

@@ -5,6 +5,7 @@ launchers never read the environment. The README has the same table.
 
 | variable | values | default | what it sets |
 |---|---|---|---|
+| MIXED_ATTN_MODE | split / fold / auto | split | default of mode= |
 | MIXED_ATTN_SPLIT_DISPATCH | 0 / 1 | 1 | 0 forces mode="fold" (every row through the extend kernel) |
 | MIXED_ATTN_EXTEND_KERNEL | auto / mma / sm90 | auto | default of extend_backend= |
 | MIXED_ATTN_DECODE_KERNEL | auto / tensor_core / portable | auto | default of decode_backend= |
@@ -31,6 +32,7 @@ def _read(name, default, allowed=None):
     return value
 
 
+MODE = _read("MIXED_ATTN_MODE", "split", {"split", "fold", "auto"})
 SPLIT_DISPATCH = _read("MIXED_ATTN_SPLIT_DISPATCH", "1") not in _FALSE
 EXTEND_KERNEL = _read("MIXED_ATTN_EXTEND_KERNEL", "auto", EXTEND_KERNELS)
 DECODE_KERNEL = _read("MIXED_ATTN_DECODE_KERNEL", "auto", DECODE_KERNELS)
@@ -41,6 +43,6 @@ EXTEND_TMA = -1 if _tma == "auto" else int(_tma)
 TRANSFORMERS_ANY_VERSION = _read("MIXED_ATTN_TRANSFORMERS_ANY_VERSION", "0", {"0", "1"}) == "1"
 
 # Names a README table and tests can check against.
-VARIABLES = ("MIXED_ATTN_SPLIT_DISPATCH", "MIXED_ATTN_EXTEND_KERNEL", "MIXED_ATTN_DECODE_KERNEL",
+VARIABLES = ("MIXED_ATTN_MODE", "MIXED_ATTN_SPLIT_DISPATCH", "MIXED_ATTN_EXTEND_KERNEL", "MIXED_ATTN_DECODE_KERNEL",
              "MIXED_ATTN_EXTEND_KV_SPLITS", "MIXED_ATTN_EXTEND_TMA",
              "MIXED_ATTN_TRANSFORMERS_ANY_VERSION")

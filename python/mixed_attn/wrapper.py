@@ -68,7 +68,7 @@ class MixedAttention:
         window_left, logit_cap, sm_scale: attention options fixed for the model.
         deterministic: fixed-size decode splits (fixed_split_tokens keys each), so a
             decode row's output is bitwise identical alone and in any batch.
-        mode: "split" (default), "fold" or "auto". "auto" plans each step split or fold,
+        mode: "split" (default; MIXED_ATTN_MODE sets another), "fold" or "auto". "auto" plans each step split or fold,
             whichever the planner's step-cost estimate finds faster (fold wins where the decode
             rows are few and short next to a large extend half); the plan records the choice
             and both estimates (plan_info fields mode, est_split_ns, est_fold_ns). Graph-safe
@@ -111,11 +111,13 @@ class MixedAttention:
 
     def __init__(self, num_qo_heads, num_kv_heads, head_dim, page_size, device="cuda",
                  q_dtype=torch.bfloat16, kv_dtype=None, max_batch=256, max_tokens=16384,
-                 window_left=-1, logit_cap=0.0, sm_scale=None, deterministic=False, mode="split",
+                 window_left=-1, logit_cap=0.0, sm_scale=None, deterministic=False, mode=None,
                  max_splits_per_row=32, fixed_split_tokens=2048, num_sms=None, validate=False,
                  min_split_tokens=256, ctas_per_sm=2, extend_backend=None, decode_backend=None,
                  extend_kv_splits=None, extend_tma=None, cuda_graph=False,
                  max_extend_tokens=None, max_partials=None, decode_max_q=0):
+        if mode is None:
+            mode = _env.MODE
         if mode not in _MODES:
             raise ValueError(f"mixed_attn: mode must be 'split', 'fold' or 'auto', got {mode!r}")
         if num_qo_heads % num_kv_heads != 0:
@@ -343,7 +345,7 @@ class MixedAttention:
 
 def mixed_attention(q, k, v, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, seq_lens,
                     page_size, sm_scale=None, logit_cap=0.0, window_left=-1, sinks=None,
-                    k_scale=1.0, v_scale=1.0, mode="split", deterministic=False, out=None,
+                    k_scale=1.0, v_scale=1.0, mode=None, deterministic=False, out=None,
                     return_lse=False):
     """One-shot form: plans and runs one mixed step (host qo_indptr / kv_indptr / seq_lens)."""
     qo = _host_int32(qo_indptr, "qo_indptr")

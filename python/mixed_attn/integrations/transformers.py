@@ -81,7 +81,7 @@ SUPPORTED_VERSIONS = ((5, 17),)
 # identity test in tests/test_transformers_integration.py is the way to find out if it works.
 ANY_VERSION_ENV = "MIXED_ATTN_TRANSFORMERS_ANY_VERSION"
 
-_options = {"mode": "split", "deterministic": False}
+_options = {"mode": None, "deterministic": False}
 # Process-wide counters, for tests and benchmarks: steps planned, host syncs, layer calls, and
 # steps that held both decode rows (1 new token) and extend rows (more than 1).
 stats = {"steps": 0, "host_syncs": 0, "layer_calls": 0, "mixed_steps": 0, "decode_rows": 0,
@@ -126,9 +126,10 @@ def check_version(version=None):
         f"(then run tests/test_transformers_integration.py against it).")
 
 
-def register(name=ATTN_IMPLEMENTATION, mode="split", deterministic=False, config=None):
+def register(name=ATTN_IMPLEMENTATION, mode=None, deterministic=False, config=None):
     """Registers mixed_attn with transformers' AttentionInterface; returns the name to pass as
-    `attn_implementation`. mode / deterministic go to every MixedAttention the adapter builds.
+    `attn_implementation`. mode / deterministic go to every MixedAttention the adapter builds
+    (mode None: the wrapper's default, MIXED_ATTN_MODE or "split").
     Given a model `config`, also refuses now (check_config) what the first step would refuse."""
     check_version()
     if config is not None:
@@ -139,8 +140,8 @@ def register(name=ATTN_IMPLEMENTATION, mode="split", deterministic=False, config
     if "flash" in name:
         raise ValueError(f"mixed_attn: name must not contain 'flash' (transformers then treats it "
                          f"as a flash-attention kernel and takes other code paths), got {name!r}")
-    if mode not in ("split", "fold"):
-        raise ValueError(f"mixed_attn: mode must be 'split' or 'fold', got {mode!r}")
+    if mode not in (None, "split", "fold", "auto"):
+        raise ValueError(f"mixed_attn: mode must be 'split', 'fold' or 'auto', got {mode!r}")
     from transformers import AttentionInterface
     _options["mode"], _options["deterministic"] = mode, bool(deterministic)
     AttentionInterface.register(name, paged_attention_forward)
