@@ -83,8 +83,9 @@ class MixedAttention:
         extend_backend: "auto" (the sm_90a kernel on H100/H200 builds with sm_90a, else the
             portable one), "mma" (the portable mma.sync / MFMA kernel) or "sm90".
         decode_backend: "auto", "tensor_core" (CUDA) or "portable" (matrix-free stage 1).
-        extend_kv_splits: 0 lets the plan split extend tiles' K/V over a 2-CTA cluster when
-            the launch would leave the last wave idle (never in deterministic mode); 1 or 2 fixes it.
+        extend_kv_splits: 0 lets the plan split extend tiles' K/V over a 2-CTA cluster when its
+            step-cost estimate says the split launch is faster (few long tiles; never in
+            deterministic or graph-safe mode); 1 or 2 fixes it.
         extend_tma: None (policy), False (cp.async only) or True (TMA for interior K/V tiles).
         cuda_graph: graph-safe mode for serving engines that capture run() once per batch
             bucket and replay it after every plan(): the launch geometry, the metadata layout
