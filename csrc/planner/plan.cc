@@ -251,7 +251,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     std::vector<int32_t> decode_rows, extend_rows, kv_start, chunk, split_indptr;
     std::vector<Tile> tiles;
     std::vector<uint64_t> tile_order;
-    std::vector<int32_t> fold_keys;
+    std::vector<int32_t> fold_keys, fold_dec_keys;
   };
   thread_local Scratch scratch;  // one thread-local lookup
   std::vector<int32_t>& decode_rows = scratch.decode_rows;
@@ -454,13 +454,18 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     est_split_us = kStepFixedUs + extend_us +
                    decode_half_us(double(total_keys) * head_key_bytes * cfg.num_kv_heads, waves,
                                   double(longest_split) * head_key_bytes);
-    // The fold launch: the extend tiles and the decode rows' tiles, costliest first.
+    // The fold launch: the decode rows' tiles merged into the extend tiles' costliest-first order.
+    std::vector<int32_t>& dec_keys = scratch.fold_dec_keys;
     std::vector<int32_t>& fold_keys = scratch.fold_keys;
-    fold_keys.clear();
-    for (int64_t i = 0; i < Nt; ++i) fold_keys.push_back(int32_t(tile_keys(i)));
+    dec_keys.clear();
     for (int32_t b : decode_rows)
-      for (int32_t q0 = 0, ext = extend_len(b); q0 < ext; q0 += tt) fold_keys.push_back(int32_t(tile_cost(b, q0)));
-    std::sort(fold_keys.begin(), fold_keys.end(), [](int32_t x, int32_t y) { return x > y; });
+      for (int32_t q0 = 0, ext = extend_len(b); q0 < ext; q0 += tt) dec_keys.push_back(int32_t(tile_cost(b, q0)));
+    std::sort(dec_keys.begin(), dec_keys.end(), [](int32_t x, int32_t y) { return x > y; });
+    fold_keys.resize(size_t(Nt) + dec_keys.size());
+    for (int64_t i = 0, j = 0, k = 0; k < int64_t(fold_keys.size()); ++k)
+      fold_keys[k] = (j >= int64_t(dec_keys.size()) || (i < Nt && tile_keys(i) >= dec_keys[j]))
+                         ? int32_t(tile_keys(i++))
+                         : dec_keys[j++];
     double fold_us = 0.0;
     launch_splits([&](int64_t i) { return int64_t(fold_keys[i]); }, int64_t(fold_keys.size()), &fold_us);
     est_fold_us = kStepFixedUs + fold_us;

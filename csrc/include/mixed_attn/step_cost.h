@@ -45,24 +45,24 @@ class ExtendLaunchEstimate {
         key_us_(key_us),
         cta_us_(kExtendCtaUs + (splits > 1 ? kExtendSplitCtaUs : 0.0)) {}
   void add_tile(int64_t keys) {
-    const double t = cta_us_ + key_us_ * double((keys + splits_ - 1) / splits_);
-    // Rounds start at the multiples of sms among this tile's CTAs [n, n + per_tile).
-    int64_t starts = (ctas_ + per_tile_ + sms_ - 1) / sms_ - (ctas_ + sms_ - 1) / sms_;
-    if (starts > 0) {
-      // The round before the first start ends with the previous tile's CTA when the start is
-      // this tile's first CTA, else with one of this tile's.
-      close_round(ctas_ % sms_ == 0 ? last_us_ : t);
-      longest_us_ = t;
-      for (; starts > 1; --starts) {  // rounds wholly inside this tile: every CTA costs t
-        close_round(t);
+    const double t = cta_us_ + key_us_ * double(splits_ == 1 ? keys : (keys + splits_ - 1) / splits_);
+    // This tile's CTAs fill the open round from position pos_; a CTA at position 0 starts a
+    // round, closing the one before, which ended with the previous CTA: the previous tile's
+    // last when it is this tile's first CTA, else one of this tile's.
+    for (int64_t left = per_tile_; left > 0;) {
+      if (pos_ == 0) {
+        close_round(left == per_tile_ ? last_us_ : t);
         longest_us_ = t;
       }
+      const int64_t take = std::min(left, sms_ - pos_);
+      left -= take;
+      pos_ = pos_ + take == sms_ ? 0 : pos_ + take;
     }
     last_us_ = t;
-    ctas_ += per_tile_;
+    any_ = true;
   }
   // Launch time; 0 for an empty launch (none is made).
-  double us() const { return ctas_ == 0 ? 0.0 : std::max(done_us_, before_us_ + longest_us_); }
+  double us() const { return any_ ? std::max(done_us_, before_us_ + longest_us_) : 0.0; }
 
  private:
   void close_round(double shortest) {
@@ -72,7 +72,8 @@ class ExtendLaunchEstimate {
   }
   int64_t per_tile_, splits_, sms_;
   double key_us_, cta_us_;
-  int64_t ctas_ = 0;
+  int64_t pos_ = 0;  // CTAs of the open round so far
+  bool any_ = false;
   double last_us_ = 0.0, longest_us_ = -1.0, before_us_ = 0.0, done_us_ = 0.0;
 };
 
