@@ -129,16 +129,16 @@ int64_t row_splits(int64_t keys, int64_t chunk, int64_t align, const PlanConfig&
   return n;
 }
 
-// The sm_90a KV split of a launch over `n` tiles of keys(i) keys (costliest first) that the
-// step-cost estimate finds fastest, and that launch's estimate; ties keep fewer CTAs. The
+// The sm_90a KV split in [lo, hi] of a launch over `n` tiles of keys(i) keys (costliest first)
+// that the step-cost estimate finds fastest, and that launch's estimate; ties keep fewer CTAs. The
 // per-CTA fixed cost is what a split doubles: short tiles (a prefill chunk over a short
 // prefix) lose by splitting, few long ones gain (benchmarks/RESULTS.md, session 8).
 template <typename Keys>
-int fastest_kv_splits(const Keys& keys, int64_t n, int64_t head_groups, int max_splits, int num_sms, double key_us,
+int fastest_kv_splits(const Keys& keys, int64_t n, int64_t head_groups, int lo, int hi, int num_sms, double key_us,
                       double* launch_us) {
-  int best = 1;
+  int best = lo;
   double best_us = -1.0;
-  for (int s = 1; s <= max_splits; ++s) {
+  for (int s = lo; s <= hi; ++s) {
     ExtendLaunchEstimate e(head_groups, s, num_sms, key_us);
     for (int64_t i = 0; i < n; ++i) e.add_tile(keys(i));
     const double us = e.us();
@@ -357,7 +357,10 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     }
   }
   int32_t max_splits = 0;
-  int64_t decode_ctas = 0, longest_split = 0;  // per kv head: for the step-cost estimate
+  // Mode auto's decode estimate: CTAs and longest split, per kv head (plans that never choose
+  // a mode skip them).
+  const bool may_choose_mode = cfg.mode == DispatchMode::kAuto && !cfg.graph_safe && !cfg.deterministic;
+  int64_t decode_ctas = 0, longest_split = 0;
   for (int64_t d = 0; d < Nd; ++d) {
     const int32_t q = extend_len(decode_rows[d]);
     const int64_t keys = chunk[d];
@@ -366,8 +369,10 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     chunk[d] = int32_t(c);
     split_indptr[d + 1] = int32_t(split_indptr[d] + n * q);  // q slots per split
     max_splits = std::max<int32_t>(max_splits, int32_t(n));
-    decode_ctas += n * (max_decode_q <= 1 ? one_query_ctas : decode_row_ctas(q, group, cta_blocks));
-    longest_split = std::max(longest_split, std::min(keys, c));
+    if (may_choose_mode) {
+      decode_ctas += n * (max_decode_q <= 1 ? one_query_ctas : decode_row_ctas(q, group, cta_blocks));
+      longest_split = std::max(longest_split, std::min(keys, c));
+    }
   }
   const int64_t num_partials = split_indptr[Nd];
   if (cfg.graph_safe && num_partials > graph.max_partials)
@@ -413,7 +418,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   // bits depend on the rest of the batch; they keep one CTA per tile unless the
   // wrapper fixes the split (a fixed split is batch-invariant too).
   // Graph-safe plans: the split is part of the captured geometry, so it is the
-  // wrapper's fixed choice (default 1), never the per-step wave rule.
+  // wrapper's fixed choice (default 1), never the per-step estimate.
   const bool one_pass = policy.extend_tile_tokens <= policy.extend_block_rows / policy.extend_pack;
   const bool sm90_split_ok = policy.extend_kernel == ExtendKernel::kSm90 && one_pass;
   const int32_t forced = cfg.request.extend_kv_splits;
@@ -422,19 +427,14 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   // The KV split of a launch over n tiles of keys(i) keys and its step-cost estimate: the
   // wrapper's fixed split, else (never in deterministic or graph-safe plans, where it would
   // depend on the batch) the fastest by the estimate.
+  const int fixed = sm90_split_ok && forced > 0 ? std::min(forced, policy.extend_max_kv_splits) : 0;
+  const int free = sm90_split_ok && !cfg.deterministic && !cfg.graph_safe ? policy.extend_max_kv_splits : 1;
   auto launch_splits = [&](const auto& keys, int64_t n, double* us) -> int32_t {
-    if (sm90_split_ok && forced > 0) {
-      const int32_t s = std::min(forced, policy.extend_max_kv_splits);
-      ExtendLaunchEstimate e(head_groups, s, cfg.device.num_sms, key_us);
-      for (int64_t i = 0; i < n; ++i) e.add_tile(keys(i));
-      *us = e.us();
-      return s;
-    }
-    const int free = sm90_split_ok && !cfg.deterministic && !cfg.graph_safe ? policy.extend_max_kv_splits : 1;
-    return fastest_kv_splits(keys, n, head_groups, free, cfg.device.num_sms, key_us, us);
+    return fixed > 0 ? fastest_kv_splits(keys, n, head_groups, fixed, fixed, cfg.device.num_sms, key_us, us)
+                     : fastest_kv_splits(keys, n, head_groups, 1, free, cfg.device.num_sms, key_us, us);
   };
   auto tile_keys = [&](int64_t i) { return int64_t(UINT32_MAX - uint32_t(tile_order[i] >> 32)); };
-  const bool auto_mode = cfg.mode == DispatchMode::kAuto && Nd > 0 && !cfg.graph_safe && !cfg.deterministic;
+  const bool auto_mode = may_choose_mode && Nd > 0;
   double extend_us = 0.0;  // the step-cost estimate of this launch
   int32_t extend_kv_splits = 1;
   if (sm90_split_ok && (cfg.graph_safe || Nt > 0) && (forced > 0 || (!cfg.deterministic && !cfg.graph_safe)))

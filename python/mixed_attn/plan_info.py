@@ -16,6 +16,7 @@ MAGIC = 0x6D69786564
 MODE_SPLIT = 0
 MODE_FOLD = 1
 MODE_AUTO = 2  # per step split or fold by the step-cost estimate; a plan records the one chosen
+MODE_NAMES = ("split", "fold", "auto")  # by DispatchMode value
 EXTEND_KERNEL_NAMES = ("auto", "mma", "sm90", "cpu")
 DECODE_KERNEL_NAMES = ("auto", "tensor_core", "portable", "cpu")
 
@@ -72,8 +73,8 @@ def launch_summary(info):
         "decode_kernel": DECODE_KERNEL_NAMES[field(info, "decode_kernel")],
         "max_decode_splits": field(info, "max_splits"),
         "decode_max_q": field(info, "decode_max_q_policy"),
-        "mode": ("split", "fold")[field(info, "mode")],
-        "mode_requested": ("split", "fold", "auto")[field(info, "mode_requested")],
+        "mode": MODE_NAMES[field(info, "mode")],
+        "mode_requested": MODE_NAMES[field(info, "mode_requested")],
         "est_split_us": field(info, "est_split_ns") / 1000.0,
         "est_fold_us": field(info, "est_fold_ns") / 1000.0,
     }

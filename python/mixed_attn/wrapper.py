@@ -23,7 +23,7 @@ from . import plan_info as _pi
 logger = logging.getLogger("mixed_attn")
 
 SPLIT_DISPATCH_ENV = "MIXED_ATTN_SPLIT_DISPATCH"
-_MODES = {"split": _pi.MODE_SPLIT, "fold": _pi.MODE_FOLD, "auto": _pi.MODE_AUTO}
+_MODES = {name: value for value, name in enumerate(_pi.MODE_NAMES)}
 _logged_paths = set()
 
 
@@ -316,8 +316,7 @@ class MixedAttention:
             q, k, v, k_cache, v_cache, kv_indices, self.plan_meta, self.plan_info,
             self.partial_out, self.partial_lse, out, lse, sinks, self.sm_scale, self.logit_cap,
             self.window_left, float(k_scale), float(v_scale))
-        self.last_path = self.mode if self.mode != "auto" else (
-            "split" if self.plan_info[self._i_mode] == _pi.MODE_SPLIT else "fold")
+        self.last_path = self.mode if self.mode != "auto" else _pi.MODE_NAMES[self.plan_info[self._i_mode]]
         if self.last_path == "split":
             _log_path_once("split", "extend rows -> extend kernel, decode rows -> split-KV decode")
         else:

@@ -1,7 +1,7 @@
 // Estimated GPU time of a step's launches, for the planner's two performance decisions: the
 // sm_90a extend kernel's KV split and, in mode "auto", split or fold dispatch of a step.
 //
-// Plain C++ (no torch, no CUDA). A linear model fitted to per-layer times measured on the H200
+// Plain C++ (no torch, no CUDA). A model fitted to per-layer times measured on the H200
 // (lab sweeps of 1238 step compositions at 32/8/128 and 8/1/128, and 100 extend launches with the KV
 // split forced to 1 and 2; page 16, the sm_90a kernel at head dim 128; benchmarks/RESULTS.md,
 // session 8, has the fit and its errors).
