@@ -41,14 +41,19 @@ def lib():
     return OpExtend()
 
 
-@pytest.fixture(autouse=True, params=["auto", "nosplit", "mma"])
+@pytest.fixture(autouse=True, params=["auto", "nosplit", "classic", "few_ctas", "mma"])
 def extend_kernel(request, lib):
-    """Every test runs three ways: "auto" (the launch policy: the warp-specialised sm_90a kernel
+    """Every test runs five ways: "auto" (the launch policy: the warp-specialised sm_90a kernel
     where the build and the GPU have it, the mma.sync kernel elsewhere; its KV-split policy splits
-    most of these small launches over 2 CTAs of a cluster), "nosplit" (extend_kv_splits=1: the
-    same kernel, one CTA per query tile) and "mma" (extend_backend="mma": the portable mma.sync
+    some of these small launches over 2 CTAs of a cluster, the others run persistent),
+    "nosplit" (extend_kv_splits=1: the same kernel, a persistent launch), "classic"
+    (extend_kv_splits=1, extend_persistent=0: one CTA per (tile, head group) item), "few_ctas"
+    (a persistent launch planned for 3 SMs: each CTA serves many items in a row, the ring and
+    the Q slot carried across them) and "mma" (extend_backend="mma": the portable mma.sync
     kernel). The overrides go into every plan the test makes."""
     lib.request = {"auto": {}, "nosplit": {"extend_kv_splits": 1},
+                   "classic": {"extend_kv_splits": 1, "extend_persistent": 0},
+                   "few_ctas": {"extend_kv_splits": 1, "num_sms": 3},
                    "mma": {"extend_kernel": 1}}[request.param]
     yield request.param
     lib.request = {}

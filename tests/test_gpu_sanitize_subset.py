@@ -6,6 +6,7 @@ import torch
 
 import mixed_attn
 from helpers import assert_close_to_reference, run_op, run_reference
+from mixed_attn.plan_info import device_desc
 from mixed_attn.reference import FP8
 from mixed_attn.testing import make_batch
 
@@ -44,3 +45,22 @@ def test_sanitize_verify_rows(backend, page_size, kv_dtype):
                           fixed_split_tokens=128, **opts)
     ro, rl, *_ = run_reference(b, **opts)
     assert_close_to_reference(out, lse, ro, rl, torch.bfloat16, loose=3.0 if kv_dtype else 1.0)
+
+
+@pytest.mark.parametrize("persistent", [True, False], ids=["persistent", "per_item"])
+@pytest.mark.parametrize("page_size", [1, 16])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_sanitize_extend_schedule(persistent, page_size, head_dim):
+    # The sm_90a extend launch persistent on 3 CTAs (each serves several (tile, head group) items
+    # in a row: its K/V ring and Q slot carry over, the next item's loads overlap the last one's
+    # end) and with one CTA per item. Other GPUs: the policy's kernel.
+    ext, pre = [1, 130, 1, 70, 9], [0, 5, 300, 200, 1000]
+    b = make_batch(ext, pre, num_qo_heads=8, num_kv_heads=2, head_dim=head_dim, page_size=page_size,
+                   device="cuda", seed=head_dim + page_size + persistent)
+    sinks = torch.randn(8, device="cuda")
+    opts = dict(window_left=150, logit_cap=20.0, sinks=sinks)
+    sm90 = bool(device_desc("cuda")[3])  # the build and the GPU have the sm_90a kernel
+    kw = dict(num_sms=3, extend_kv_splits=1, extend_persistent=persistent) if sm90 else {}
+    out, lse, *_ = run_op(b, mode="fold", **kw, **opts)
+    ro, rl, *_ = run_reference(b, **opts)
+    assert_close_to_reference(out, lse, ro, rl, torch.bfloat16)

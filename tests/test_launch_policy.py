@@ -22,8 +22,8 @@ RDNA3 = dict(MI300, num_sms=96, device_hip_mfma=0)  # e.g. gfx1100: no CDNA2/CDN
 
 def policy(dev, d=128, hq=32, hkv=8, page=16, **kw):
     cfg = make_config("cpu", page, hq, hkv, d, **dev, **kw)
-    kernel, rows, pack, tile, tma, dk, _, _, _ = torch.ops.mixed_attn.launch_policy(cfg)
-    return dict(kernel=kernel, rows=rows, pack=pack, tile=tile, tma=tma, decode=dk)
+    kernel, rows, pack, tile, tma, dk, _, _, _, persistent = torch.ops.mixed_attn.launch_policy(cfg)
+    return dict(kernel=kernel, rows=rows, pack=pack, tile=tile, tma=tma, decode=dk, persistent=persistent)
 
 
 def plan(dev, ext, pre, d=128, hq=32, hkv=8, page=16, **kw):
@@ -133,6 +133,33 @@ def test_kv_split_needs_one_pass_tiles():
     assert field(plan(H200, [50], [100], mode=1, extend_tile_tokens=300), "extend_kv_splits") == 1
     assert field(plan(H200, [50], [100], mode=1, extend_tile_tokens=300, extend_kv_splits=2),
                  "extend_kv_splits") == 1
+
+
+# Persistent sm_90a launches: where the tiles are not KV-split, min(num_sms, tiles x head groups)
+# CTAs serve the items (the kernel deals them out, extend/sm90/traits.cuh); KV-split launches, the
+# other kernels and extend_persistent=0 keep one CTA per item.
+def test_persistent_extend_launch_where_not_split():
+    assert policy(H200)["persistent"] == 1
+    assert policy(H200, extend_persistent=0)["persistent"] == 0
+    assert policy(A100)["persistent"] == 0 and policy(H200, kv_fp8=1)["persistent"] == 0
+    b = plan(H200, [4096], [4096], mode=1)  # case B: 86 tiles x 8 head groups
+    assert field(b, "extend_kv_splits") == 1 and field(b, "extend_ctas") == 132
+    assert field(plan(H200, [50], [100], mode=1, extend_kv_splits=1), "extend_ctas") == 16  # 2 tiles x 8
+    assert field(plan(H200, [50], [100], mode=1), "extend_ctas") == 0  # split: a cluster per item
+    assert field(plan(H200, [4096], [4096], mode=1, extend_persistent=0), "extend_ctas") == 0
+    assert field(plan(dict(H200, num_sms=3), [4096], [4096], mode=1), "extend_ctas") == 3
+    assert field(plan(A100, [4096], [4096], mode=1), "extend_ctas") == 0
+    assert field(plan({}, [4096], [4096], mode=1), "extend_ctas") == 0
+    # Split mode: decode rows do not count (they run on the decode kernel).
+    assert field(plan(H200, [1] * 40 + [96], [500] * 40 + [0], mode=0, extend_kv_splits=1), "extend_ctas") == 16
+    # Graph-safe: the bucket's items, whatever the step (a captured geometry).
+    g = dict(graph_safe=1, graph_max_rows=8, graph_max_tokens=4096, graph_max_extend_tokens=4096)
+    assert field(plan(H200, [5], [10], mode=0, **g), "extend_ctas") == 132
+    assert field(plan(H200, [5], [10], mode=0, extend_persistent=0, **g), "extend_ctas") == 0
+    with pytest.raises(RuntimeError, match="extend_persistent=1 needs the sm90 extend kernel"):
+        policy(A100, extend_persistent=1)
+    with pytest.raises(RuntimeError, match="extend_persistent must be in"):
+        policy(H200, extend_persistent=2)
 
 
 def test_mma_and_cpu_plans_never_split():

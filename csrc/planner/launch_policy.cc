@@ -112,6 +112,13 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
   } else {
     p.extend_tma = tma_fits && head_dim >= 128;
   }
+  // Persistent sm_90a launches (about one CTA per SM, each serving a share of the items): a CTA's
+  // start-up is paid once per SM, not once per item (benchmarks/RESULTS.md, session 9).
+  if (req.extend_persistent < -1 || req.extend_persistent > 1)
+    return cat("extend_persistent must be -1 (policy), 0 or 1, got ", req.extend_persistent);
+  if (req.extend_persistent == 1 && p.extend_kernel != ExtendKernel::kSm90)
+    return cat("extend_persistent=1 needs the sm90 extend kernel (kernel ", extend_kernel_name(p.extend_kernel), ")");
+  p.extend_persistent = p.extend_kernel == ExtendKernel::kSm90 && req.extend_persistent != 0;
   if (req.extend_tile_tokens < 0) return cat("extend_tile_tokens must be >= 0, got ", req.extend_tile_tokens);
   if (req.extend_tile_tokens > 0) p.extend_tile_tokens = req.extend_tile_tokens;
   if (req.extend_kv_splits < 0) return cat("extend_kv_splits must be >= 0, got ", req.extend_kv_splits);

@@ -133,15 +133,24 @@ int64_t row_splits(int64_t keys, int64_t chunk, int64_t align, const PlanConfig&
 // that the step-cost estimate finds fastest, and that launch's estimate; ties keep fewer CTAs. The
 // per-CTA fixed cost is what a split doubles: short tiles (a prefill chunk over a short
 // prefix) lose by splitting, few long ones gain (benchmarks/RESULTS.md, session 8).
+// persistent: an unsplit launch is a persistent one (min(num_sms, items) CTAs).
 template <typename Keys>
 int fastest_kv_splits(const Keys& keys, int64_t n, int64_t head_groups, int lo, int hi, int num_sms, double key_us,
-                      double* launch_us) {
+                      bool persistent, double* launch_us) {
+  thread_local std::vector<double> loads;  // the persistent estimate's per-CTA loads
   int best = lo;
   double best_us = -1.0;
   for (int s = lo; s <= hi; ++s) {
-    ExtendLaunchEstimate e(head_groups, s, num_sms, key_us);
-    for (int64_t i = 0; i < n; ++i) e.add_tile(keys(i));
-    const double us = e.us();
+    double us;
+    if (s == 1 && persistent) {
+      PersistentLaunchEstimate e(head_groups, std::min<int64_t>(num_sms, n * head_groups), key_us, &loads);
+      for (int64_t i = 0; i < n; ++i) e.add_tile(keys(i));
+      us = e.us();
+    } else {
+      ExtendLaunchEstimate e(head_groups, s, num_sms, key_us);
+      for (int64_t i = 0; i < n; ++i) e.add_tile(keys(i));
+      us = e.us();
+    }
     if (best_us < 0.0 || us < best_us) best = s, best_us = us;
   }
   *launch_us = n > 0 ? best_us : 0.0;
@@ -430,8 +439,9 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   const int fixed = sm90_split_ok && forced > 0 ? std::min(forced, policy.extend_max_kv_splits) : 0;
   const int free = sm90_split_ok && !cfg.deterministic && !cfg.graph_safe ? policy.extend_max_kv_splits : 1;
   auto launch_splits = [&](const auto& keys, int64_t n, double* us) -> int32_t {
-    return fixed > 0 ? fastest_kv_splits(keys, n, head_groups, fixed, fixed, cfg.device.num_sms, key_us, us)
-                     : fastest_kv_splits(keys, n, head_groups, 1, free, cfg.device.num_sms, key_us, us);
+    const bool persistent = policy.extend_persistent;
+    return fixed > 0 ? fastest_kv_splits(keys, n, head_groups, fixed, fixed, cfg.device.num_sms, key_us, persistent, us)
+                     : fastest_kv_splits(keys, n, head_groups, 1, free, cfg.device.num_sms, key_us, persistent, us);
   };
   auto tile_keys = [&](int64_t i) { return int64_t(UINT32_MAX - uint32_t(tile_order[i] >> 32)); };
   const bool auto_mode = may_choose_mode && Nd > 0;
@@ -440,6 +450,12 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   if (sm90_split_ok && (cfg.graph_safe || Nt > 0) && (forced > 0 || (!cfg.deterministic && !cfg.graph_safe)))
     extend_kv_splits = launch_splits(tile_keys, Nt, &extend_us);
   else if (auto_mode && Nt > 0) launch_splits(tile_keys, Nt, &extend_us);
+  // A launch whose tiles are not split is persistent where the policy says so: about one CTA
+  // per SM, each serving a share of the (tile, head group) items (extend/sm90/traits.cuh,
+  // Sm90Schedule). Graph-safe plans: the bucket's count, a captured geometry.
+  int64_t extend_ctas = 0;
+  if (policy.extend_persistent && extend_kv_splits == 1)
+    extend_ctas = std::min<int64_t>(cfg.device.num_sms, (cfg.graph_safe ? graph.max_tiles : Nt) * head_groups);
 
   // 3c. Mode auto: split or fold, whichever the step-cost estimate finds faster for this step
   // (fold runs the decode rows as tiles of the one extend launch: cheaper when they are few
@@ -538,6 +554,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   info[kPlanExtendBlockRows] = policy.extend_block_rows;
   info[kPlanExtendKvSplits] = extend_kv_splits;
   info[kPlanExtendTma] = policy.extend_tma ? 1 : 0;
+  info[kPlanExtendCtas] = extend_ctas;
   info[kPlanDecodeKernel] = int64_t(policy.decode_kernel);
   info[kPlanKvFp8] = cfg.kv_fp8 ? 1 : 0;
   info[kPlanGraphSafe] = cfg.graph_safe ? 1 : 0;
@@ -596,6 +613,7 @@ PlanView plan_view(const int64_t* info, const int32_t* meta) {
   v.extend_block_rows = int32_t(info[kPlanExtendBlockRows]);
   v.extend_kv_splits = int32_t(info[kPlanExtendKvSplits]);
   v.extend_tma = int32_t(info[kPlanExtendTma]);
+  v.extend_ctas = int32_t(info[kPlanExtendCtas]);
   v.decode_kernel = int32_t(info[kPlanDecodeKernel]);
   v.decode_max_q = int32_t(info[kPlanDecodeMaxQ]);
   v.decode_cta_blocks = int32_t(info[kPlanDecodeCtaBlocks]);
@@ -617,7 +635,8 @@ const char* const* plan_config_field_names() {
       "ctas_per_sm", "kv_fp8", "device_kind", "device_arch", "num_sms", "device_sm90_extend",
       "device_tma_encoder", "device_hip_mfma", "extend_kernel", "decode_kernel", "extend_kv_splits", "extend_tma",
       "extend_tile_tokens", "graph_safe", "graph_max_rows", "graph_max_tokens",
-      "graph_max_extend_tokens", "graph_max_partials", "graph_max_kv_pages", "decode_max_q", nullptr};
+      "graph_max_extend_tokens", "graph_max_partials", "graph_max_kv_pages", "decode_max_q",
+      "extend_persistent", nullptr};
   // clang-format on
   return names;
 }
@@ -634,7 +653,8 @@ const char* const* plan_info_field_names() {
       "head_dim", "window_left", "deterministic", "max_q_len", "max_seq_len", "extend_kernel",
       "extend_block_rows", "extend_kv_splits", "extend_tma", "decode_kernel", "off_counts", "kv_fp8", "graph_safe",
       "graph_max_rows", "graph_max_tokens", "graph_max_tiles", "graph_max_partials", "decode_max_q",
-      "decode_max_q_policy", "decode_cta_blocks", "mode_requested", "est_split_ns", "est_fold_ns", nullptr};
+      "decode_max_q_policy", "decode_cta_blocks", "mode_requested", "est_split_ns", "est_fold_ns", "extend_ctas",
+      nullptr};
   // clang-format on
   return names;
 }
@@ -652,7 +672,7 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
   for (auto e : {in(kCfgMode, 0, 2), in(kCfgDeterministic, 0, 1), in(kCfgKvFp8, 0, 1), in(kCfgDeviceKind, 0, 2),
                  in(kCfgDeviceSm90Extend, 0, 1), in(kCfgDeviceTmaEncoder, 0, 1), in(kCfgDeviceHipMfma, 0, 1),
                  in(kCfgExtendKernel, 0, 3), in(kCfgDecodeKernel, 0, 3), in(kCfgExtendTma, -1, 1),
-                 in(kCfgGraphSafe, 0, 1), in(kCfgWindowLeft, -1, INT32_MAX)})
+                 in(kCfgExtendPersistent, -1, 1), in(kCfgGraphSafe, 0, 1), in(kCfgWindowLeft, -1, INT32_MAX)})
     if (!e.empty()) return e;
   PlanConfig& c = *cfg;
   c.page_size = int32_t(v[kCfgPageSize]);
@@ -685,6 +705,7 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
   c.graph_max_partials = int32_t(v[kCfgGraphMaxPartials]);
   c.graph_max_kv_pages = int32_t(v[kCfgGraphMaxKvPages]);
   c.request.decode_max_q = int32_t(v[kCfgDecodeMaxQ]);
+  c.request.extend_persistent = int32_t(v[kCfgExtendPersistent]);
   return {};
 }
 

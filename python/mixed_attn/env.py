@@ -11,6 +11,7 @@ launchers never read the environment. The README has the same table.
 | MIXED_ATTN_DECODE_KERNEL | auto / tensor_core / portable | auto | default of decode_backend= |
 | MIXED_ATTN_EXTEND_KV_SPLITS | 0..2 | 0 (policy) | default of extend_kv_splits= |
 | MIXED_ATTN_EXTEND_TMA | auto / 0 / 1 | auto | default of extend_tma= |
+| MIXED_ATTN_EXTEND_PERSISTENT | auto / 0 / 1 | auto | default of extend_persistent= |
 | MIXED_ATTN_TRANSFORMERS_ANY_VERSION | 0 / 1 | 0 | 1 lets the transformers adapter run on an unsupported version |
 """
 
@@ -39,10 +40,12 @@ DECODE_KERNEL = _read("MIXED_ATTN_DECODE_KERNEL", "auto", DECODE_KERNELS)
 EXTEND_KV_SPLITS = int(_read("MIXED_ATTN_EXTEND_KV_SPLITS", "0", {"0", "1", "2"}))
 _tma = _read("MIXED_ATTN_EXTEND_TMA", "auto", {"auto", "0", "1"})
 EXTEND_TMA = -1 if _tma == "auto" else int(_tma)
+_persistent = _read("MIXED_ATTN_EXTEND_PERSISTENT", "auto", {"auto", "0", "1"})
+EXTEND_PERSISTENT = -1 if _persistent == "auto" else int(_persistent)
 
 TRANSFORMERS_ANY_VERSION = _read("MIXED_ATTN_TRANSFORMERS_ANY_VERSION", "0", {"0", "1"}) == "1"
 
 # Names a README table and tests can check against.
 VARIABLES = ("MIXED_ATTN_MODE", "MIXED_ATTN_SPLIT_DISPATCH", "MIXED_ATTN_EXTEND_KERNEL", "MIXED_ATTN_DECODE_KERNEL",
-             "MIXED_ATTN_EXTEND_KV_SPLITS", "MIXED_ATTN_EXTEND_TMA",
+             "MIXED_ATTN_EXTEND_KV_SPLITS", "MIXED_ATTN_EXTEND_TMA", "MIXED_ATTN_EXTEND_PERSISTENT",
              "MIXED_ATTN_TRANSFORMERS_ANY_VERSION")

@@ -87,6 +87,9 @@ class MixedAttention:
             step-cost estimate says the split launch is faster (few long tiles; never in
             deterministic or graph-safe mode); 1 or 2 fixes it.
         extend_tma: None (policy), False (cp.async only) or True (TMA for interior K/V tiles).
+        extend_persistent: None (policy), False or True: whether sm_90a extend launches whose
+            tiles are not KV-split run persistent (about one CTA per SM, each serving a share of
+            the (tile, head group) items) instead of one CTA per item.
         cuda_graph: graph-safe mode for serving engines that capture run() once per batch
             bucket and replay it after every plan(): the launch geometry, the metadata layout
             and the arena depend only on the bucket (max_batch rows, max_tokens tokens,
@@ -105,7 +108,7 @@ class MixedAttention:
             tile, causal among the row's own tokens; longer rows on the extend kernel. 0 (the
             default) lets the launch policy choose from the group size (`launch_policy`); 1
             sends only one-token rows to the decode kernels; at most 16.
-        The four policy overrides default to the MIXED_ATTN_* variables of mixed_attn/env.py. Every launch
+        The five policy overrides default to the MIXED_ATTN_* variables of mixed_attn/env.py. Every launch
         decision is made by the planner and recorded in the plan (`launch_policy`, and per
         step `plan_launch`); an override the device cannot honour is an error here.
     """
@@ -115,7 +118,7 @@ class MixedAttention:
                  window_left=-1, logit_cap=0.0, sm_scale=None, deterministic=False, mode=None,
                  max_splits_per_row=32, fixed_split_tokens=2048, num_sms=None, validate=False,
                  min_split_tokens=256, ctas_per_sm=2, extend_backend=None, decode_backend=None,
-                 extend_kv_splits=None, extend_tma=None, cuda_graph=False,
+                 extend_kv_splits=None, extend_tma=None, cuda_graph=False, extend_persistent=None,
                  max_extend_tokens=None, max_partials=None, decode_max_q=0):
         if mode is None:
             mode = _env.MODE
@@ -151,6 +154,8 @@ class MixedAttention:
         extend_kv_splits = _env.EXTEND_KV_SPLITS if extend_kv_splits is None else int(extend_kv_splits)
         if extend_tma is None:
             extend_tma = _env.EXTEND_TMA
+        if extend_persistent is None:
+            extend_persistent = _env.EXTEND_PERSISTENT
         # The CPU implementation has no kernel families: "auto" there.
         on_cpu = self.device.type == "cpu"
         self._config = _pi.make_config(
@@ -162,14 +167,16 @@ class MixedAttention:
             extend_kernel=0 if on_cpu else _choice(extend_backend, _env.EXTEND_KERNELS, "extend_backend"),
             decode_kernel=0 if on_cpu else _choice(decode_backend, _env.DECODE_KERNELS, "decode_backend"),
             extend_kv_splits=extend_kv_splits, extend_tma=int(extend_tma), decode_max_q=int(decode_max_q),
+            extend_persistent=int(extend_persistent),
             **self._graph_fields(cuda_graph, max_batch, max_tokens, max_extend_tokens, max_partials))
         self.cuda_graph = bool(cuda_graph)
         self.num_sms = self._config[_pi.CONFIG_INDEX["num_sms"]]
         (kernel, rows, pack, tile, tma, dkernel, graph_tiles,
-         graph_partials, dmq) = torch.ops.mixed_attn.launch_policy(self._config)
+         graph_partials, dmq, persistent) = torch.ops.mixed_attn.launch_policy(self._config)
         self.launch_policy = {
             "extend_kernel": _pi.EXTEND_KERNEL_NAMES[kernel], "extend_block_rows": rows,
             "extend_pack": pack, "extend_tile_tokens": tile, "extend_tma": bool(tma),
+            "extend_persistent": bool(persistent),
             "decode_kernel": _pi.DECODE_KERNEL_NAMES[dkernel], "decode_max_q": dmq}
         self.decode_max_q = dmq
         self.extend_tile_tokens = tile

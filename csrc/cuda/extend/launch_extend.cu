@@ -28,6 +28,7 @@ const char* dispatch_head_dim(const ExtendParams& p, bool fp8, gpuStream_t strea
     return "extend: the plan picked the sm90 kernel, which this build does not hold (no sm_90a in its arch list)";
 #endif
   }
+  if (p.attn.plan.extend_ctas != 0) return "extend: a persistent launch (plan.extend_ctas) needs the sm90 kernel";
   if (p.attn.plan.extend_kernel != int32_t(ExtendKernel::kMma))
     return "extend: the plan was made for another device (its extend kernel is not a GPU kernel)";
   switch (d) {

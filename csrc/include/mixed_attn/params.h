@@ -56,6 +56,8 @@ struct PlanView {
   int32_t extend_block_rows;           // query rows per extend CTA the tiles were cut for
   int32_t extend_kv_splits;            // CTAs of one cluster per extend query tile (sm_90a)
   int32_t extend_tma;                  // 1: interior K/V tiles by TMA (sm_90a)
+  int32_t extend_ctas;                 // > 0: a persistent sm_90a launch of this many CTAs sharing
+                                       // the (tile, head group) items out; 0: one CTA per item
   int32_t decode_kernel;               // DecodeKernel
   int32_t decode_max_q;                // no decode row of the launch has more query tokens (>= 1)
   int32_t decode_cta_blocks;           // 16-pair MMA blocks per decode CTA (1, 2 or 4)

@@ -83,6 +83,7 @@ enum PlanConfigField : int32_t {
   kCfgGraphMaxPartials,
   kCfgGraphMaxKvPages,
   kCfgDecodeMaxQ,
+  kCfgExtendPersistent,
   kCfgNumFields
 };
 
@@ -149,6 +150,9 @@ enum PlanInfoField : int32_t {
   kPlanModeRequested,      // the config's DispatchMode (kAuto: kPlanMode is the one chosen)
   kPlanEstSplitNs,         // mode auto: the step-cost estimate of the step split / folded (ns of
   kPlanEstFoldNs,          // one layer); 0 where no choice was made
+  kPlanExtendCtas,         // > 0: the sm_90a extend launch is persistent with this many CTAs
+                           // (about one per SM), each serving a share of the (tile, head group)
+                           // items; 0: one CTA per item (a graph-safe plan: the bucket's count)
   kPlanNumFields
 };
 constexpr int64_t kPlanMagicValue = 0x6d69786564;  // "mixed"

@@ -11,6 +11,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 namespace mixed_attn {
 
@@ -25,6 +26,12 @@ constexpr double kStepFixedUs = 3.8;         // the rest of a step's layer (KV s
 constexpr double kExtendCtaUs = 17.0;        // fixed part of one extend CTA
 constexpr double kExtendSplitCtaUs = 1.0;    // more per CTA of a KV-split cluster (the merge)
 constexpr double kExtendKeyUs = 0.022;       // one key of a 192-row x 128-dim CTA
+// A persistent launch (one CTA per SM serving a share of the items): a CTA's start-up once, then
+// a fixed part per item (the pass boundary: pipeline drain and fill, epilogue), plus its keys.
+// Their sum is kExtendCtaUs: an item alone on its CTA costs what it does in a launch of one CTA
+// per item.
+constexpr double kPersistentStartUs = 7.0;
+constexpr double kPersistentItemUs = kExtendCtaUs - kPersistentStartUs;
 constexpr double kDecodeHalfUs = 17.6;       // the decode half's launches (stage 1 and merge)
 constexpr double kDecodeByteUs = 2.1e-7;     // K/V bytes of the decode half over HBM (4.7 TB/s)
 constexpr double kDecodeCtaByteUs = 9.1e-6;  // K/V bytes of one decode CTA's split (110 GB/s)
@@ -75,6 +82,34 @@ class ExtendLaunchEstimate {
   int64_t pos_ = 0;  // CTAs of the open round so far
   bool any_ = false;
   double last_us_ = 0.0, longest_us_ = -1.0, before_us_ = 0.0, done_us_ = 0.0;
+};
+
+// One persistent extend launch (no KV split): `ctas` CTAs dealt the items (tile, head group; tiles
+// fed costliest first by add_tile, `head_groups` items each) in alternating directions, as
+// the kernel's schedule does (extend/sm90/traits.cuh, Sm90Schedule); the launch lasts as long as
+// its most loaded CTA. `loads` is the caller's scratch (resized here).
+class PersistentLaunchEstimate {
+ public:
+  PersistentLaunchEstimate(int64_t head_groups, int64_t ctas, double key_us, std::vector<double>* loads)
+      : head_groups_(head_groups), ctas_(ctas < 1 ? 1 : ctas), key_us_(key_us), loads_(*loads) {
+    loads_.assign(size_t(ctas_), 0.0);
+  }
+  void add_tile(int64_t keys) {
+    const double t = kPersistentItemUs + key_us_ * double(keys);
+    for (int64_t h = 0; h < head_groups_; ++h) {
+      loads_[size_t(forward_ ? pos_ : ctas_ - 1 - pos_)] += t;
+      if (++pos_ == ctas_) pos_ = 0, forward_ = !forward_;
+    }
+    any_ = true;
+  }
+  double us() const { return any_ ? kPersistentStartUs + *std::max_element(loads_.begin(), loads_.end()) : 0.0; }
+
+ private:
+  int64_t head_groups_, ctas_;
+  double key_us_;
+  std::vector<double>& loads_;
+  int64_t pos_ = 0;
+  bool forward_ = true, any_ = false;
 };
 
 // The decode half: its launches, `kv_bytes` of K/V over HBM, and `waves` waves of CTAs each

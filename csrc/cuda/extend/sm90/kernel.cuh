@@ -1,9 +1,12 @@
 // Hopper (sm_90a) extend kernel: warp-specialised, FlashAttention-3 style.
 //
-// Same work list, tile semantics and numerics as extend/portable/kernel.cuh (one CTA per
+// Same work list, tile semantics and numerics as extend/portable/kernel.cuh (work items of
 // (extend tile, group of q heads); GQA heads packed into the 128/192 query rows;
-// online softmax in base 2; masks only on diagonal / window-edge tiles), but
-// the CTA is split by role, one header each:
+// online softmax in base 2; masks only on diagonal / window-edge tiles). A CTA serves one item,
+// or, when the plan makes the launch persistent (extend_ctas: about one CTA per SM), a share of
+// the items dealt out by Sm90Schedule (traits.cuh), one after the other without a new CTA's
+// start-up, the next item's first loads overlapping the last one's end. The CTA is split by
+// role, one header each:
 //   warpgroup 0, the producer (producer.cuh): 128 threads that only copy Q and the paged
 //     K/V tiles, by TMA or cp.async, into a ring of kStages K and V slots.
 //   warpgroups 1.., the consumers (three at head dims 64/128, two at 256; 64 query rows
@@ -44,6 +47,29 @@
 
 namespace mixed_attn::gpu::extend_detail {
 
+// Item `item` of the step (tile item / head_groups of the plan's costliest-first list, head group
+// item % head_groups) as the roles see it, for KV-split rank `split_rank` of `kv_splits`.
+__device__ __forceinline__ Sm90Work sm90_work(const ExtendArgs& args, int item, int kv_splits, int split_rank) {
+  const AttentionCommon& a = args.a;
+  const PlanView& plan = a.plan;
+  Sm90Work w;
+  w.kv_splits = kv_splits;
+  w.split_rank = split_rank;
+  const int tile_index = item / args.head_groups;
+  const int head_group = item % args.head_groups;
+  w.pack = args.pack;
+  w.q_head0 = head_group * w.pack;
+  w.kv_head = w.q_head0 / (a.num_qo_heads / a.num_kv_heads);
+  w.row = plan.extend_tiles[2 * tile_index];
+  w.tile_q0 = plan.extend_tiles[2 * tile_index + 1];
+  w.token0 = plan.qo_indptr[w.row];
+  const int extend_len = plan.qo_indptr[w.row + 1] - w.token0;
+  w.prefix = plan.seq_lens[w.row] - extend_len;
+  w.tile_end = min(w.tile_q0 + plan.extend_tile_tokens, extend_len);
+  w.window = a.window_left;
+  return w;
+}
+
 // kTma: interior K/V tiles by TMA (maps), swizzled tiles; else cp.async only.
 template <int kHeadDim, typename T, bool kTma>
 __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1)
@@ -83,10 +109,13 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1)
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  // Graph-safe launches cover the bucket: the CTAs past this step's tiles leave before
-  // touching a barrier (every CTA of a cluster shares the tile, so they leave together).
-  if (int(blockIdx.x / kv_splits) / args.head_groups >= plan_count(plan, kCountExtendTiles, plan.num_extend_tiles))
-    return;
+  // The CTA's items (Sm90Schedule): a persistent launch (the plan's extend_ctas CTAs) deals the
+  // step's items out; otherwise one item per CTA (per cluster under a KV split). Graph-safe
+  // launches cover the bucket: the CTAs past this step's items leave before touching a barrier
+  // (every CTA of a cluster shares the item, so they leave together).
+  const Sm90Schedule sched{kv_splits};
+  auto total_items = [&]() { return plan_count(plan, kCountExtendTiles, plan.num_extend_tiles) * args.head_groups; };
+  if (sched.item(0, total_items()) >= total_items()) return;
 
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -104,32 +133,22 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1)
   // each covers a contiguous share of its K/V tiles; rank 0 merges (launcher: one pass only).
   if (kv_splits > 1) cluster_sync();
   else __syncthreads();
-  // ---- the CTA's work ----
-  Sm90Work w;
-  w.kv_splits = kv_splits;
-  w.split_rank = blockIdx.x % kv_splits;  // = %cluster_ctarank for a 1-D cluster of kv_splits
-  const int work_index = blockIdx.x / kv_splits;
-  const int tile_index = work_index / args.head_groups;
-  const int head_group = work_index % args.head_groups;
-  w.pack = args.pack;
-  w.q_head0 = head_group * w.pack;
-  w.kv_head = w.q_head0 / (a.num_qo_heads / a.num_kv_heads);
-  w.row = plan.extend_tiles[2 * tile_index];
-  w.tile_q0 = plan.extend_tiles[2 * tile_index + 1];
-  w.token0 = plan.qo_indptr[w.row];
-  const int extend_len = plan.qo_indptr[w.row + 1] - w.token0;
-  w.prefix = plan.seq_lens[w.row] - extend_len;
-  w.tile_end = min(w.tile_q0 + plan.extend_tile_tokens, extend_len);
-  w.window = a.window_left;
+  const int split_rank = int(blockIdx.x) % kv_splits;  // = %cluster_ctarank for a 1-D cluster
 
-  // ---- roles ----
+  // ---- roles: each runs every item of the CTA in order; the K/V ring and the Q slot carry
+  // over from one item to the next, so the producer fetches an item's first K/V tile and its Q
+  // while the consumers finish the one before ----
+  Sm90Ring ring;
   if (warp < 4) {
     regs_release<Tr::kProducerRegs>();
-    produce<kHeadDim, T, kTma>(args, maps, sm, w, tid, warp, lane);
+    for (int r = 0, item; (item = sched.item(r, total_items())) < total_items(); ++r)
+      produce<kHeadDim, T, kTma>(args, maps, sm, sm90_work(args, item, kv_splits, split_rank), tid, warp, lane, ring);
+    produce_drain(kv_splits);
     return;
   }
   regs_claim<Tr::kConsumerRegs>();
-  consume<kHeadDim, T, kSwizzle>(args, sm, w, tid, warp, lane);
+  for (int r = 0, item; (item = sched.item(r, total_items())) < total_items(); ++r)
+    consume<kHeadDim, T, kSwizzle>(args, sm, sm90_work(args, item, kv_splits, split_rank), tid, warp, lane, ring);
 #endif  // MA_EXTEND_HAS_WGMMA
 }
 

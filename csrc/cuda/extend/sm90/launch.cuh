@@ -1,6 +1,7 @@
 // Host side of the sm_90a extend kernel: the checks of the plan against the kernel's shape, the
-// TMA maps when the plan asks for TMA, and the launch, as a cluster of kv_splits CTAs per tile
-// when the plan splits the tiles' K/V (kv_split_merge.cuh).
+// TMA maps when the plan asks for TMA, and the launch: the plan's extend_ctas CTAs when it makes
+// the launch persistent, a cluster of kv_splits CTAs per item when it splits the tiles' K/V
+// (kv_split_merge.cuh), else one CTA per item.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -34,6 +35,10 @@ const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
   if (kv_splits > 1 && a.plan.extend_tile_tokens > args.tile_capacity)
     return "extend: a KV-split plan needs tiles of at most one pass";
   if (blocks * kv_splits > 0x7fffffff) return "extend: too many (tile, head group) blocks for one launch";
+  // Persistent launch: the plan's extend_ctas CTAs share the items out (Sm90Schedule).
+  const int persistent_ctas = a.plan.extend_ctas;
+  if (persistent_ctas < 0 || (persistent_ctas > 0 && kv_splits > 1))
+    return "extend: the plan's persistent CTA count must be >= 0, and 0 under a KV split";
   Sm90TmaMaps maps;
   std::memset(&maps, 0, sizeof(maps));
   const bool use_tma = a.plan.extend_tma != 0;
@@ -52,7 +57,8 @@ const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
   const char* smem_err = opt_in_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem);
   if (smem_err != nullptr) return smem_err;
   if (kv_splits == 1) {
-    kernel<<<dim3(unsigned(blocks)), dim3(Sm90Traits<kHeadDim>::kThreads), kSmem, stream>>>(args, 1, maps);
+    const int64_t grid = persistent_ctas > 0 ? persistent_ctas : blocks;
+    kernel<<<dim3(unsigned(grid)), dim3(Sm90Traits<kHeadDim>::kThreads), kSmem, stream>>>(args, 1, maps);
     MA_RETURN_LAUNCH_STATUS();
   }
 #if defined(MA_CUDA)

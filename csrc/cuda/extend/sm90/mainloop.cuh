@@ -6,7 +6,8 @@
 // while that P V is still on the tensor cores (intra-warpgroup overlap); three have no registers
 // for that (160 each) but share every K/V tile among 192 rows; the consumer warpgroups
 // interleave on their own. Slots are taken and handed back through the ring's mbarriers
-// (sync.cuh). consume() is the consumers' whole role: per pass this main loop, leaving the
+// (sync.cuh). consume() is the consumers' role for one item of the CTA (kernel.cuh runs it for
+// each, in the schedule's order): per pass this main loop, leaving the
 // thread's unnormalised O, row max and row sum in registers, then under a KV split the hand-over
 // / merge of the cluster's partials (kv_split_merge.cuh), then the epilogue (epilogue.cuh).
 #pragma once
@@ -35,11 +36,12 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
-// The consumers' whole role: every pass of the tile. tid / warp / lane: the CTA's thread, warp
-// (4..) and lane.
+// The consumers' role for one item of the CTA: every pass of its tile. tid / warp / lane: the
+// CTA's thread, warp (4..) and lane; ring: the ring and Q-slot positions over the CTA's items so
+// far.
 template <int kHeadDim, typename T, bool kSwizzle>
 __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T>& sm, const Sm90Work& w, int tid,
-                                        int warp, int lane) {
+                                        int warp, int lane, Sm90Ring& ring) {
   using Tr = Sm90Traits<kHeadDim>;
   constexpr int D = kHeadDim;
   constexpr int BM = Tr::kBlockM;
@@ -65,8 +67,8 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
   const float score_mult = cap > 0.f ? 1.f : scale_log2;
   const unsigned char* q_tile = reinterpret_cast<const unsigned char*>(sm.q);
 
-  int it = 0;
-  for (int pass = 0, pass_q0 = w.tile_q0; pass_q0 < w.tile_end; ++pass, pass_q0 += args.tile_capacity) {
+  int& it = ring.kv;
+  for (int pass_q0 = w.tile_q0; pass_q0 < w.tile_end; pass_q0 += args.tile_capacity) {
     const int nq = min(args.tile_capacity, w.tile_end - pass_q0);
     const int rows_valid = nq * pack;
     const int min_pos = prefix + pass_q0;
@@ -178,7 +180,7 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
       fence_proxy_async();
     };
 
-    mbar_wait(sm.q_full, pass & 1);
+    mbar_wait(sm.q_full, ring.q++ & 1);
     fence_proxy_async();
     float alpha[2];
     if (my_tiles == 0) {
@@ -226,6 +228,9 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
           pack_p();
         }
       }
+      // Every S GEMM of this pass has completed: Q may be overwritten by the next pass (the
+      // producer loads it while this last P V and the epilogue run).
+      release(sm.q_empty);
       {
         const int last = it + my_tiles - 1;
         wait_full(sm.v_full, last);
@@ -236,8 +241,6 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
         release(&sm.v_empty[slot_of(last)]);
       }
       it += my_tiles;
-      // Every S GEMM of this pass has completed: Q may be overwritten by the next pass.
-      release(sm.q_empty);
     }
 
     // KV split (kv_split_merge.cuh): rank 0 takes the other ranks' partials and merges them; they

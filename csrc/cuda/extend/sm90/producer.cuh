@@ -38,12 +38,13 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const TmaMap* map, int c0
 // and this kernel commits none: its copies complete through cp.async.mbarrier.arrive.noinc).
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
-// The producer's whole role: every pass of the tile, then the drain. tid / warp / lane: the
-// thread within the producer warpgroup (0..127, 0..3, lane). kTma: interior K/V tiles by TMA
-// (maps), swizzled tiles; else cp.async only.
+// The producer's role for one item of the CTA: every pass of its tile. tid / warp / lane: the
+// thread within the producer warpgroup (0..127, 0..3, lane); ring: the ring and Q-slot positions
+// over the CTA's items so far. kTma: interior K/V tiles by TMA (maps), swizzled tiles; else
+// cp.async only. After the last item: produce_drain.
 template <int kHeadDim, typename T, bool kTma>
 __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMaps& maps, const Sm90Smem<T>& sm,
-                                        const Sm90Work& w, int tid, int warp, int lane) {
+                                        const Sm90Work& w, int tid, int warp, int lane, Sm90Ring& ring) {
   using Tr = Sm90Traits<kHeadDim>;
   constexpr int D = kHeadDim;
   constexpr int BM = Tr::kBlockM;
@@ -70,8 +71,8 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
   const int row_in_group = lane % 8;  // this lane's row within an 8-row group
   constexpr int box_keys = kTmaBoxKeys;
   const int chunk_in_quad = lane / 8;
-  int it = 0;  // K/V tiles issued so far (over all passes): ring position
-  for (int pass = 0, pass_q0 = w.tile_q0; pass_q0 < w.tile_end; ++pass, pass_q0 += args.tile_capacity) {
+  int& it = ring.kv;  // K/V tiles issued so far (over all passes and items): ring position
+  for (int pass_q0 = w.tile_q0; pass_q0 < w.tile_end; pass_q0 += args.tile_capacity) {
     const int nq = min(args.tile_capacity, w.tile_end - pass_q0);
     const int rows_valid = nq * pack;
     const int min_pos = w.prefix + pass_q0;
@@ -83,8 +84,11 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
     const int tile_begin = min(num_kv_tiles, split_rank * split_tiles);
     const int tile_end_ = min(num_kv_tiles, tile_begin + split_tiles);
 
-    // Q: rows past the tile's queries are zero.
-    if (pass > 0) mbar_wait(sm.q_empty, (pass - 1) & 1);
+    // Q: rows past the tile's queries are zero. The consumers free the Q slot after the previous
+    // pass's last S GEMM, so this copy lands while they finish that pass (its last P V, the
+    // epilogue).
+    const int q_round = ring.q++;
+    if (q_round > 0) mbar_wait(sm.q_empty, (q_round - 1) & 1);
     for (int u = warp; u < BM * kChunks / 32; u += 4) {
       int r, c;
       if constexpr (kSwizzle) {
@@ -204,11 +208,15 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
       copy_tile(true);
     }
   }
-  // Drain this thread's copies (they complete through the full barriers; nothing is committed,
-  // so cp.async.wait_group 0 would wait for none of them). KV split: rank 1 writes its partial
-  // over rank 0's Q + ring, the region these copies targeted, after the cluster barrier that
-  // every thread of both CTAs reaches (kv_split_merge.cuh), so every copy there has completed by
-  // the issuing thread's own wait before rank 1 may write (docs/racecheck_sm90_kv_split.md).
+}
+
+// The producer's end, after its last item: this thread's copies drained (they complete through
+// the full barriers; nothing is committed, so cp.async.wait_group 0 would wait for none of them).
+// KV split: rank 1 writes its partial over rank 0's Q + ring, the region these copies targeted,
+// after the cluster barrier that every thread of both CTAs reaches (kv_split_merge.cuh), so every
+// copy there has completed by the issuing thread's own wait before rank 1 may write
+// (docs/racecheck_sm90_kv_split.md).
+__device__ __forceinline__ void produce_drain(int kv_splits) {
   cp_async_wait_all();
   if (kv_splits > 1) kv_split_meet();
 }

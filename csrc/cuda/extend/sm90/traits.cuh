@@ -139,6 +139,25 @@ struct Sm90Smem {
   uint64_t* merge_arrived;  // rank 0: every other rank's partials are in place
 };
 
+// Which work items (extend tile, head group) a CTA serves, in order. A KV-split launch: one item
+// per cluster of kv_splits CTAs. Otherwise the launch has `ctas` CTAs (the plan's extend_ctas, or
+// one per item) and CTA c serves items r * ctas + (r even ? c : ctas - 1 - c), r = 0, 1, ...:
+// the items come costliest first (the plan's tile order, head groups innermost), so dealing them
+// out in alternating directions ("snake") evens the CTAs' loads (the planner's estimate,
+// step_cost.h, deals them the same way). With one CTA per item, CTA c serves item c only.
+// The CTA's index and the launch's size come from blockIdx / gridDim at each call rather than
+// registers: the consumers have none to spare across their main loop.
+struct Sm90Schedule {
+  int kv_splits;
+  // Item of round r, or `total` (the step's items: tiles x head groups) when the CTA has no more.
+  __device__ __forceinline__ int item(int r, int total) const {
+    if (kv_splits > 1) return r == 0 && int(blockIdx.x) / kv_splits < total ? int(blockIdx.x) / kv_splits : total;
+    const int ctas = int(gridDim.x), cta = int(blockIdx.x);
+    const int i = r * ctas + ((r & 1) ? ctas - 1 - cta : cta);
+    return i < total ? i : total;
+  }
+};
+
 // The CTA's work: one (extend tile, group of `pack` q heads) and, under a KV split, its rank.
 struct Sm90Work {
   int split_rank;  // = %cluster_ctarank for a 1-D cluster of kv_splits
@@ -152,6 +171,13 @@ struct Sm90Work {
   int prefix;      // cached keys before the extend
   int tile_end;    // one past the tile's last query
   int window;      // window_left (< 0: none)
+};
+
+// Positions each role keeps over all of a CTA's items and passes, so that the mbarrier phases
+// line up between producer and consumers across item boundaries.
+struct Sm90Ring {
+  int kv = 0;  // K/V tiles issued (producer) / consumed (consumers) so far: ring slot and phase
+  int q = 0;   // passes so far: the Q slot's phase
 };
 
 }  // namespace mixed_attn::gpu::extend_detail
