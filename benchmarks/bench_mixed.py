@@ -82,6 +82,12 @@ ROW_HELP = {
     "fi_split": "FlashInfer prefill(extend rows) then decode(decode rows)",
     "fi_batchattn": "FlashInfer BatchAttention: one persistent launch over every row",
 }
+# SM partitioning (issue 14): the extend half persistent on all SMs but k, the decode half on a
+# second stream, planned for k SMs (opt-in rows, --rows ma_part16,...).
+PARTITION_SMS = (8, 16, 24, 32, 40, 48)
+ROW_HELP.update({f"ma_part{k}": f"mixed_attn, extend persistent on all SMs but {k} + decode on a second stream "
+                 f"(planned for {k} SMs)" for k in PARTITION_SMS})
+OPT_IN_ROWS = [f"ma_part{k}" for k in PARTITION_SMS]
 # FlashInfer's whole-step rows: the fastest measured one is "FI best" in the summary.
 FI_WHOLE_STEP_ROWS = ["fi_split", "fi_fa2_all", "fi_batchattn"]
 # Rows that time only part of the step: their %floor is against that part's own floor.
@@ -201,6 +207,36 @@ def build_concurrent(ctx, step, first):
             f()
         cur.wait_stream(lo)
         cur.wait_stream(hi)
+
+    return fn, out, (0, step.q.shape[0])
+
+
+def build_partitioned(ctx, step, dec_sms):
+    """SM partitioning by concurrent launches: the extend half as a persistent launch of
+    (SMs - dec_sms) CTAs (one per SM: an sm_90a extend CTA fills an SM), issued first, then the
+    decode half on a second stream, planned for dec_sms SMs: its CTAs can only start on the SMs
+    the extend launch leaves free, until extend CTAs finish. Joined back into the current
+    stream."""
+    if ctx.ma is None:
+        raise C.NotAvailable(ctx.ma_reason)
+    if step.device.type != "cuda":
+        raise C.NotAvailable("needs CUDA streams")
+    sms = torch.cuda.get_device_properties(step.device).multi_processor_count
+    st_e, rng_e = _part(step, "extend")
+    st_d, rng_d = _part(step, "decode")
+    we = _wrapper(ctx, st_e, "split", num_sms=sms - dec_sms, extend_kv_splits=1, extend_persistent=True)
+    wd = _wrapper(ctx, st_d, "split", num_sms=dec_sms)
+    out = torch.full_like(step.q, float("nan"))
+    o_e, o_d = out[rng_e[0]:rng_e[1]], out[rng_d[0]:rng_d[1]]
+    side = torch.cuda.Stream(step.device)
+
+    def fn():
+        cur = torch.cuda.current_stream()
+        side.wait_stream(cur)
+        we.run(st_e.q, st_e.k_cache, st_e.v_cache, st_e.kv_indices, out=o_e)
+        with torch.cuda.stream(side):
+            wd.run(st_d.q, st_d.k_cache, st_d.v_cache, st_d.kv_indices, out=o_d)
+        cur.wait_stream(side)
 
     return fn, out, (0, step.q.shape[0])
 
@@ -390,6 +426,7 @@ def builders(ctx):
         "fi_ext": (lambda s: build_flashinfer(ctx, s, "fi_ext"), False),
         "fi_dec": (lambda s: build_flashinfer(ctx, s, "fi_dec"), False),
         "fi_split": (lambda s: build_flashinfer(ctx, s, "fi_split"), False),
+        **{f"ma_part{k}": ((lambda k: lambda s: build_partitioned(ctx, s, k))(k), False) for k in PARTITION_SMS},
     }
 
 
@@ -852,9 +889,9 @@ def main(argv=None):
         return 2
     cases = [pool[n] for n in names]
     row_names = args.rows.split(",") if args.rows else list(ROWS)
-    bad = [r for r in row_names if r not in ROWS]
+    bad = [r for r in row_names if r not in ROWS + OPT_IN_ROWS]
     if bad:
-        print(f"unknown row(s) {bad}; known: {ROWS}")
+        print(f"unknown row(s) {bad}; known: {ROWS + OPT_IN_ROWS}")
         return 2
     if not gpu:
         row_names = [r for r in row_names if not r.endswith("[g]") and not r.startswith("fi_")]
