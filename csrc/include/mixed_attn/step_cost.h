@@ -27,11 +27,14 @@ constexpr double kExtendCtaUs = 17.0;        // fixed part of one extend CTA
 constexpr double kExtendSplitCtaUs = 1.0;    // more per CTA of a KV-split cluster (the merge)
 constexpr double kExtendKeyUs = 0.022;       // one key of a 192-row x 128-dim CTA
 // A persistent launch (one CTA per SM serving a share of the items): a CTA's start-up once, then
-// a fixed part per item (the pass boundary: pipeline drain and fill, epilogue), plus its keys.
-// Their sum is kExtendCtaUs: an item alone on its CTA costs what it does in a launch of one CTA
-// per item.
-constexpr double kPersistentStartUs = 7.0;
-constexpr double kPersistentItemUs = kExtendCtaUs - kPersistentStartUs;
+// a fixed part per item (the pass boundary: the last P V, the epilogue, the next Q and the first
+// K/V tile, the consumer warpgroups starting in step), plus its keys at kExtendKeyUs; their sum is
+// kExtendCtaUs (a CTA of one item costs what it does in a launch of one CTA per item). Fitted on
+// 28 persistent launches (10 compositions at tiles of 48 and 96 queries, 32/8/128, page 16: median
+// error 2.4%, p90 6.4%; benchmarks/RESULTS.md, session 9): most of a CTA's fixed cost is per
+// item, not the CTA's start-up.
+constexpr double kPersistentItemUs = 9.5;
+constexpr double kPersistentStartUs = kExtendCtaUs - kPersistentItemUs;
 constexpr double kDecodeHalfUs = 17.6;       // the decode half's launches (stage 1 and merge)
 constexpr double kDecodeByteUs = 2.1e-7;     // K/V bytes of the decode half over HBM (4.7 TB/s)
 constexpr double kDecodeCtaByteUs = 9.1e-6;  // K/V bytes of one decode CTA's split (110 GB/s)
