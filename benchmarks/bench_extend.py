@@ -12,6 +12,8 @@ Prints TFLOP/s and the fraction of the matmul rate per case and kernel:
   auto   what launch_extend picks: the warp-specialised sm_90a kernel
          (csrc/cuda/extend/sm90/kernel.cuh) on an H100/H200 build with 90a, else mma.sync;
   s1, s2 the sm_90a kernel with MIXED_ATTN_EXTEND_KV_SPLITS=1 / 2 (auto: the split policy);
+  np     the sm_90a kernel with extend_persistent=0: one CTA per (tile, head group) item where
+         auto's unsplit launches are persistent (about one CTA per SM serving a share of the items);
   mma    MIXED_ATTN_EXTEND_KERNEL=mma: the portable mma.sync kernel (extend/portable/kernel.cuh);
   triton the Triton oracle's extend (python/mixed_attn/triton_ref.py) on a plan with the
          mma.sync kernel's 128-row tiles (it covers a tile with blocks of at most 128 rows:
@@ -110,6 +112,8 @@ def run_case(lib, name, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfl
         request = {"extend_kernel": 1}
     elif kernel in ("s1", "s2"):
         request = {"extend_kv_splits": int(kernel[1])}
+    elif kernel == "np":
+        request = {"extend_persistent": 0}
     if kernel in ("fa3", "fa2"):
         fn = flashinfer_extend(b, kernel, page_size, hq, hkv, d, q_dtype, kv_dtype)
     else:
@@ -133,7 +137,7 @@ def main():
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--fp8", action="store_true", help="also time the fp8-cache variant of each case")
     ap.add_argument("--json", default=None, help="write the rows here as JSON")
-    ap.add_argument("--kernels", default="auto,mma,triton", help="comma list of auto, s1, s2, mma, triton, fa3, fa2")
+    ap.add_argument("--kernels", default="auto,mma,triton", help="comma list of auto, s1, s2, np, mma, triton, fa3, fa2")
     args = ap.parse_args()
     kernels = args.kernels.split(",")
     if os.environ.get("MA_EXTEND_LIB"):  # lab path: a variant library built by tools/extend_shim.py

@@ -99,9 +99,14 @@ class PersistentLaunchEstimate {
   }
   void add_tile(int64_t keys) {
     const double t = kPersistentItemUs + key_us_ * double(keys);
-    for (int64_t h = 0; h < head_groups_; ++h) {
-      loads_[size_t(forward_ ? pos_ : ctas_ - 1 - pos_)] += t;
-      if (++pos_ == ctas_) pos_ = 0, forward_ = !forward_;
+    // The tile's items go to consecutive CTAs of the round (a run per round it spans).
+    for (int64_t left = head_groups_; left > 0;) {
+      const int64_t take = std::min(left, ctas_ - pos_);
+      double* run = loads_.data() + (forward_ ? pos_ : ctas_ - pos_ - take);
+      for (int64_t j = 0; j < take; ++j) run[j] += t;
+      left -= take;
+      pos_ += take;
+      if (pos_ == ctas_) pos_ = 0, forward_ = !forward_;
     }
     any_ = true;
   }
