@@ -137,7 +137,8 @@ def main():
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--fp8", action="store_true", help="also time the fp8-cache variant of each case")
     ap.add_argument("--json", default=None, help="write the rows here as JSON")
-    ap.add_argument("--kernels", default="auto,mma,triton", help="comma list of auto, s1, s2, np, mma, triton, fa3, fa2")
+    ap.add_argument("--kernels", default="auto,mma,triton",
+                    help="comma list of auto, s1, s2, np, mma, triton, fa3, fa2")
     args = ap.parse_args()
     kernels = args.kernels.split(",")
     if os.environ.get("MA_EXTEND_LIB"):  # lab path: a variant library built by tools/extend_shim.py
