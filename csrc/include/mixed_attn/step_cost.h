@@ -39,9 +39,17 @@ constexpr double kDecodeHalfUs = 17.6;       // the decode half's launches (stag
 constexpr double kDecodeByteUs = 2.1e-7;     // K/V bytes of the decode half over HBM (4.7 TB/s)
 constexpr double kDecodeCtaByteUs = 9.1e-6;  // K/V bytes of one decode CTA's split (110 GB/s)
 
-// Per-key cost of one extend CTA of `block_rows` query rows at `head_dim`.
-inline double extend_key_us(int block_rows, int head_dim) {
-  return kExtendKeyUs * (double(block_rows) * head_dim) / (192.0 * 128.0);
+// Per-key cost of one extend CTA of `block_rows` query rows at `head_dim`: its math (the fit's
+// per-key cost scaled by rows x head dim), or, where larger, the copy of the key's K and V rows
+// into shared memory at the rate one CTA streams them. That rate, about 25 GB/s, is what the fit
+// at head dim 128 (512 bytes a key in 0.022 us) and the d256 launches measured in session 9
+// (B-d256 0.988 ms, estimated 0.99 with it and 0.74 without; fold of case G) both give: at head
+// dim 256 the copy, not the math, sets a key's cost.
+constexpr double kExtendCopyUsPerByte = 4.0e-5;
+inline double extend_key_us(int block_rows, int head_dim, int kv_elem_bytes) {
+  const double math = kExtendKeyUs * (double(block_rows) * head_dim) / (192.0 * 128.0);
+  const double copy = kExtendCopyUsPerByte * 2.0 * head_dim * kv_elem_bytes;
+  return std::max(math, copy);
 }
 
 // One extend launch, tiles fed costliest first (add_tile), `ctas_per_tile` CTAs per tile (head
