@@ -15,3 +15,6 @@ template const char* launch_extend_sm90_impl<64, ma_bf16>(const ExtendParams&, g
 template const char* launch_extend_sm90_impl<64, ma_half>(const ExtendParams&, gpuStream_t);
 #endif
 }  // namespace mixed_attn::gpu::extend_detail
+#if MA_SM90_TIMELINE && !defined(MA_NO_EXTEND_SM90)
+MA_SM90_TIMELINE_EXPORT(ma_sm90_timeline_hd64)
+#endif

@@ -141,14 +141,22 @@ __global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1)
   Sm90Ring ring;
   if (warp < 4) {
     regs_release<Tr::kProducerRegs>();
-    for (int r = 0, item; (item = sched.item(r, total_items())) < total_items(); ++r)
+    for (int r = 0, item; (item = sched.item(r, total_items())) < total_items(); ++r) {
+      MA_TL_BIND(ring, r, item, tid == 0);
+      MA_TL_STAMP(ring, kTlProducerStart, true);
       produce<kHeadDim, T, kTma>(args, maps, sm, sm90_work(args, item, kv_splits, split_rank), tid, warp, lane, ring);
+      MA_TL_STAMP(ring, kTlProducerEnd, true);
+    }
     produce_drain(kv_splits);
     return;
   }
   regs_claim<Tr::kConsumerRegs>();
-  for (int r = 0, item; (item = sched.item(r, total_items())) < total_items(); ++r)
+  for (int r = 0, item; (item = sched.item(r, total_items())) < total_items(); ++r) {
+    MA_TL_BIND(ring, r, item, tid == 128);
+    MA_TL_STAMP(ring, kTlConsumerStart, true);
     consume<kHeadDim, T, kSwizzle>(args, sm, sm90_work(args, item, kv_splits, split_rank), tid, warp, lane, ring);
+    MA_TL_STAMP(ring, kTlConsumerEnd, true);
+  }
 #endif  // MA_EXTEND_HAS_WGMMA
 }
 

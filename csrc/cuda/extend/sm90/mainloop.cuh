@@ -182,6 +182,7 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
 
     mbar_wait(sm.q_full, ring.q++ & 1);
     fence_proxy_async();
+    MA_TL_STAMP(ring, kTlConsumerQ, pass_q0 == w.tile_q0);
     float alpha[2];
     if (my_tiles == 0) {
       release(sm.q_empty);  // an empty share: O = 0, max = -inf, sum = 0
@@ -191,6 +192,7 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
       issue_s(it);
       wgmma_wait<0>();
       fence_regs(s_acc);
+      MA_TL_STAMP(ring, kTlConsumerFirstS, pass_q0 == w.tile_q0);
       release(&sm.k_empty[slot_of(it)]);
       softmax(tile_begin, alpha);
       pack_p();
@@ -240,6 +242,7 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
         fence_regs(p_frag);
         release(&sm.v_empty[slot_of(last)]);
       }
+      MA_TL_STAMP(ring, kTlConsumerMainloop, pass_q0 + args.tile_capacity >= w.tile_end);
       it += my_tiles;
     }
 

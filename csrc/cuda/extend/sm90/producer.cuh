@@ -105,6 +105,7 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
       cp_async_16(reinterpret_cast<unsigned char*>(sm.q) + tile_byte_off<kChunks, BM, kSwizzle>(r, c), src, valid);
     }
     mbar_arrive_on_cp_async(sm.q_full);
+    MA_TL_STAMP(ring, kTlProducerQ, pass_q0 == w.tile_q0);
 
     // Page id of key (first_tile_key + tile * BN + tid), or -1 outside [kv_lo, kv_hi).
     auto read_page = [&](int tile) {
@@ -205,6 +206,7 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
         }
       };
       copy_tile(false);
+      MA_TL_STAMP(ring, kTlProducerFirstKv, pass_q0 == w.tile_q0 && tile == tile_begin);
       copy_tile(true);
     }
   }

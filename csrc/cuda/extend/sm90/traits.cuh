@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 
+#include "cuda/extend/sm90/timeline.cuh"  // MA_SM90_TIMELINE
 #include "mixed_attn/compat.h"
 
 namespace mixed_attn::gpu::extend_detail {
@@ -178,6 +179,9 @@ struct Sm90Work {
 struct Sm90Ring {
   int kv = 0;  // K/V tiles issued (producer) / consumed (consumers) so far: ring slot and phase
   int q = 0;   // passes so far: the Q slot's phase
+#if MA_SM90_TIMELINE
+  uint64_t* tl = nullptr;  // this thread's timeline record of the current item (timeline.cuh), or null
+#endif
 };
 
 }  // namespace mixed_attn::gpu::extend_detail
