@@ -64,27 +64,27 @@ __device__ __forceinline__ uint64_t* sm90_timeline_slot(int r, int item, bool wr
 }
 #define MA_TL_BIND(ring, r, item, thread_is_stamper) \
   (ring).tl = (thread_is_stamper) ? sm90_timeline_slot((r), (item), (thread_is_stamper)) : nullptr
-#define MA_TL_STAMP(ring, ev, cond)                                     \
-  do {                                                                  \
+#define MA_TL_STAMP(ring, ev, cond)                                           \
+  do {                                                                        \
     if ((ring).tl != nullptr && (cond)) (ring).tl[(ev)] = sm90_globaltimer(); \
   } while (0)
 // Host: copies up to max_records records of this file's buffer into dst (host memory) and,
 // when reset != 0, zeroes the buffer. Returns 0 or a CUDA error code.
-#define MA_SM90_TIMELINE_EXPORT(name)                                                              \
-  extern "C" int name(void* dst, int max_records, int reset) {                                     \
-    using mixed_attn::gpu::extend_detail::g_sm90_timeline;                                         \
-    using mixed_attn::gpu::extend_detail::kTlCapacity;                                             \
-    using mixed_attn::gpu::extend_detail::Sm90TimelineRecord;                                      \
-    const int n = max_records < kTlCapacity ? max_records : kTlCapacity;                           \
-    cudaError_t e = cudaSuccess;                                                                   \
-    if (dst != nullptr && n > 0)                                                                   \
-      e = cudaMemcpyFromSymbol(dst, g_sm90_timeline, sizeof(Sm90TimelineRecord) * size_t(n));     \
-    if (e == cudaSuccess && reset) {                                                               \
-      void* p = nullptr;                                                                           \
-      e = cudaGetSymbolAddress(&p, g_sm90_timeline);                                               \
-      if (e == cudaSuccess) e = cudaMemset(p, 0, sizeof(g_sm90_timeline));                         \
-    }                                                                                              \
-    return int(e);                                                                                 \
+#define MA_SM90_TIMELINE_EXPORT(name)                                                         \
+  extern "C" int name(void* dst, int max_records, int reset) {                                \
+    using mixed_attn::gpu::extend_detail::g_sm90_timeline;                                    \
+    using mixed_attn::gpu::extend_detail::kTlCapacity;                                        \
+    using mixed_attn::gpu::extend_detail::Sm90TimelineRecord;                                 \
+    const int n = max_records < kTlCapacity ? max_records : kTlCapacity;                      \
+    cudaError_t e = cudaSuccess;                                                              \
+    if (dst != nullptr && n > 0)                                                              \
+      e = cudaMemcpyFromSymbol(dst, g_sm90_timeline, sizeof(Sm90TimelineRecord) * size_t(n)); \
+    if (e == cudaSuccess && reset) {                                                          \
+      void* p = nullptr;                                                                      \
+      e = cudaGetSymbolAddress(&p, g_sm90_timeline);                                          \
+      if (e == cudaSuccess) e = cudaMemset(p, 0, sizeof(g_sm90_timeline));                    \
+    }                                                                                         \
+    return int(e);                                                                            \
   }
 #else
 #define MA_TL_BIND(ring, r, item, thread_is_stamper) \
