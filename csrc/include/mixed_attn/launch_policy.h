@@ -92,10 +92,23 @@ MA_HOST_DEVICE constexpr int extend_mma_block_rows(int head_dim, bool hip) {
   // LDS per workgroup): 4 waves x 2 at d64, 4 x 1 at d128/d256.
   return head_dim == 64 ? 128 : head_dim == 128 ? (hip ? 64 : 128) : head_dim == 256 ? (hip ? 64 : 128) : 0;
 }
-// Three consumer warpgroups (64 rows each) share every K/V tile at d64/d128; at
-// d256 O alone takes 128 registers a thread, so two.
+// Consumer warpgroups of the sm_90a kernel (64 query rows each; extend/sm90/traits.cuh says why):
+// three share every K/V tile at d64/d128; at d256 O alone takes 128 registers a thread, so two.
+// Lab builds may override them, on the C++ and the CUDA flags alike (the planner cuts the tiles).
+#ifndef MA_SM90_D64_WGS
+#define MA_SM90_D64_WGS 3
+#endif
+#ifndef MA_SM90_D128_WGS
+#define MA_SM90_D128_WGS 3
+#endif
+#ifndef MA_SM90_D256_WGS
+#define MA_SM90_D256_WGS 2
+#endif
 MA_HOST_DEVICE constexpr int extend_sm90_block_rows(int head_dim) {
-  return head_dim == 64 || head_dim == 128 ? 192 : head_dim == 256 ? 128 : 0;
+  return head_dim == 64    ? 64 * MA_SM90_D64_WGS
+         : head_dim == 128 ? 64 * MA_SM90_D128_WGS
+         : head_dim == 256 ? 64 * MA_SM90_D256_WGS
+                           : 0;
 }
 // Ranks 1.. of a KV-split cluster park their partial state in rank 0's shared
 // memory, which has room for one partial at every head dim: two splits at most

@@ -72,7 +72,7 @@ __device__ __forceinline__ Sm90Work sm90_work(const ExtendArgs& args, int item, 
 
 // kTma: interior K/V tiles by TMA (maps), swizzled tiles; else cp.async only.
 template <int kHeadDim, typename T, bool kTma>
-__global__ void __launch_bounds__(Sm90Traits<kHeadDim>::kThreads, 1)
+__global__ void MA_SM90_KERNEL_BOUNDS(kHeadDim)
     extend_sm90_kernel(const ExtendArgs args, const int kv_splits, const MA_GRID_CONSTANT Sm90TmaMaps maps) {
 #if MA_EXTEND_HAS_WGMMA
   using Tr = Sm90Traits<kHeadDim>;

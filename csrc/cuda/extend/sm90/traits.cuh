@@ -6,6 +6,7 @@
 
 #include "cuda/extend/sm90/timeline.cuh"  // MA_SM90_TIMELINE
 #include "mixed_attn/compat.h"
+#include "mixed_attn/launch_policy.h"  // MA_SM90_D*_WGS, extend_sm90_block_rows
 
 namespace mixed_attn::gpu::extend_detail {
 
@@ -52,21 +53,28 @@ namespace mixed_attn::gpu::extend_detail {
 #define MA_SM90_OVERLAP 1
 #endif
 
-// Consumer warpgroups (64 query rows each). Three share every K/V tile among
-// 192 rows instead of 128, a third fewer copied bytes per FLOP, but then
-// the consumers have 160 registers: no room for S(t) and P(t-1) at once, so
-// the S/PV overlap is off there.
-#ifndef MA_SM90_D64_WGS
-#define MA_SM90_D64_WGS 3
+// Consumer warpgroups (64 query rows each): MA_SM90_D{64,128,256}_WGS, defined in
+// mixed_attn/launch_policy.h, whose extend_sm90_block_rows the planner cuts tiles by. Three share
+// every K/V tile among 192 rows instead of 128, a third fewer copied bytes per FLOP, but then the
+// consumers have 160 registers: no room for S(t) and P(t-1) at once, so the S/PV overlap is off
+// there. Two at head dim 256: O alone takes 128 registers.
+
+// Registers per thread the kernel is compiled for, which is what a CTA is given at launch (the
+// roles' setmaxnreg only moves them between warpgroups): kLaunchRegs below. Default:
+// __launch_bounds__(threads, 1), the whole register file for one CTA. Lab builds with
+// -DMA_SM90_D128_MAXNREG=N: __maxnreg__ on every instantiation, N at head dim 128 (N x threads
+// registers, the rest of the SM's left to another kernel's CTAs: docs/overlap_design.md), the
+// whole file at the others.
+#ifndef MA_SM90_D128_MAXNREG
+#define MA_SM90_D128_MAXNREG 0
 #endif
-#ifndef MA_SM90_D128_WGS
-#define MA_SM90_D128_WGS 3
-#endif
-#ifndef MA_SM90_D256_WGS
-#define MA_SM90_D256_WGS 2  // O alone takes 128 registers at head dim 256
+#if MA_SM90_D128_MAXNREG > 0
+#define MA_SM90_KERNEL_BOUNDS(head_dim) __maxnreg__(Sm90Traits<head_dim>::kLaunchRegs)
+#else
+#define MA_SM90_KERNEL_BOUNDS(head_dim) __launch_bounds__(Sm90Traits<head_dim>::kThreads, 1)
 #endif
 
-template <int kBN, int kST, int kWGs, int kProducerRegsIf2, int kConsumerRegsIf2>
+template <int kBN, int kST, int kWGs, int kProducerRegsIf2, int kConsumerRegsIf2, int kMaxNreg = 0>
 struct Sm90Shape {
   static_assert(kWGs == 2 || kWGs == 3, "two or three consumer warpgroups");
   static constexpr int kBlockN = kBN, kStages = kST, kConsumerWGs = kWGs;
@@ -76,10 +84,24 @@ struct Sm90Shape {
   static constexpr int kProducerRegs = kWGs == 2 ? kProducerRegsIf2 : 32;
   static constexpr int kConsumerRegs = kWGs == 2 ? kConsumerRegsIf2 : 160;
   static constexpr bool kOverlap = MA_SM90_OVERLAP != 0 && kWGs == 2;
+  // Registers a thread is launched with (MA_SM90_KERNEL_BOUNDS): kMaxNreg, or the register file
+  // shared by one CTA's threads (multiples of 8).
+  static constexpr int kLaunchRegs = kMaxNreg > 0 ? kMaxNreg : 65536 / kThreads / 8 * 8;
+  static_assert(128 * kProducerRegs + 128 * kWGs * kConsumerRegs <= (kMaxNreg > 0 ? kMaxNreg * kThreads : 65536),
+                "the roles' registers must fit the CTA's");
 };
 template <int kHeadDim> struct Sm90Traits;
 template <> struct Sm90Traits<64> : Sm90Shape<MA_SM90_D64_BN, MA_SM90_D64_ST, MA_SM90_D64_WGS, 56, 224> {};
-template <> struct Sm90Traits<128> : Sm90Shape<MA_SM90_D128_BN, MA_SM90_D128_ST, MA_SM90_D128_WGS, 56, 224> {};
+// Lab overrides of the two-warpgroup register split at head dim 128 (with MA_SM90_D128_MAXNREG:
+// an extend CTA that leaves registers for a decode CTA on the same SM; docs/overlap_design.md).
+#ifndef MA_SM90_D128_PREGS2
+#define MA_SM90_D128_PREGS2 56
+#endif
+#ifndef MA_SM90_D128_CREGS2
+#define MA_SM90_D128_CREGS2 224
+#endif
+template <> struct Sm90Traits<128> : Sm90Shape<MA_SM90_D128_BN, MA_SM90_D128_ST, MA_SM90_D128_WGS, MA_SM90_D128_PREGS2,
+                                               MA_SM90_D128_CREGS2, MA_SM90_D128_MAXNREG> {};
 template <> struct Sm90Traits<256> : Sm90Shape<MA_SM90_D256_BN, MA_SM90_D256_ST, MA_SM90_D256_WGS, 40, 232> {};
 
 // Dynamic shared memory of one CTA, in the order kernel.cuh carves it up.
