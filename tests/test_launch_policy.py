@@ -150,6 +150,15 @@ def test_persistent_extend_launch_where_not_split():
     assert field(plan(dict(H200, num_sms=3), [4096], [4096], mode=1), "extend_ctas") == 3
     assert field(plan(A100, [4096], [4096], mode=1), "extend_ctas") == 0
     assert field(plan({}, [4096], [4096], mode=1), "extend_ctas") == 0
+    # Deterministic plans (the items' bits do not depend on which CTA serves them) and tiles of
+    # several passes run persistent too.
+    assert field(plan(H200, [4096], [4096], mode=1, deterministic=1), "extend_ctas") == 132
+    assert field(plan(H200, [4096], [4096], mode=1, extend_tile_tokens=96), "extend_ctas") == 132
+    # A 128k-key decode row folded into a prefill chunk's launch: its 8 items dwarf the chunk's
+    # 688, which the hardware's dynamic scheduling spreads better than the kernel's static deal
+    # (estimated 2.90 against 3.10 ms): one CTA per item (step_cost.h, kPersistentMargin).
+    assert field(plan(H200, [4096, 1], [0, 131071], mode=1, extend_kv_splits=1), "extend_ctas") == 0
+    assert field(plan(H200, [2048], [0], mode=1), "extend_ctas") == 132  # estimates 1.5% apart: persistent
     # Split mode: decode rows do not count (they run on the decode kernel).
     assert field(plan(H200, [1] * 40 + [96], [500] * 40 + [0], mode=0, extend_kv_splits=1), "extend_ctas") == 16
     # Graph-safe: the bucket's items, whatever the step (a captured geometry).

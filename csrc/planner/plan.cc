@@ -133,25 +133,39 @@ int64_t row_splits(int64_t keys, int64_t chunk, int64_t align, const PlanConfig&
 // that the step-cost estimate finds fastest, and that launch's estimate; ties keep fewer CTAs. The
 // per-CTA fixed cost is what a split doubles: short tiles (a prefill chunk over a short
 // prefix) lose by splitting, few long ones gain (benchmarks/RESULTS.md, session 8).
-// persistent: an unsplit launch is a persistent one (min(num_sms, items) CTAs).
+// persistent: how an unsplit launch may run: kNever (one CTA per item), kAlways (persistent, on
+// min(num_sms, items) CTAs: a graph-safe plan's captured geometry) or kIfFaster (persistent
+// unless one CTA per item is estimated kPersistentMargin faster: the kernel's static schedule
+// loses to the hardware's dynamic one where a few items dwarf the rest, e.g. a 128k-key decode
+// row folded into a prefill chunk's launch). *chosen_persistent: whether the launch returned is
+// the persistent one.
+enum class Persistence { kNever, kAlways, kIfFaster };
 template <typename Keys>
 int fastest_kv_splits(const Keys& keys, int64_t n, int64_t head_groups, int lo, int hi, int num_sms, double key_us,
-                      bool persistent, double* launch_us) {
+                      Persistence persistent, bool* chosen_persistent, double* launch_us) {
   thread_local std::vector<double> loads;  // the persistent estimate's per-CTA loads
   int best = lo;
   double best_us = -1.0;
+  *chosen_persistent = false;
+  auto consider = [&](int s, bool pers, double us) {
+    if (best_us < 0.0 || us < best_us) best = s, best_us = us, *chosen_persistent = pers;
+  };
   for (int s = lo; s <= hi; ++s) {
-    double us;
-    if (s == 1 && persistent) {
+    double pers_us = -1.0;
+    if (s == 1 && persistent != Persistence::kNever) {
       PersistentLaunchEstimate e(head_groups, std::min<int64_t>(num_sms, n * head_groups), key_us, &loads);
       for (int64_t i = 0; i < n; ++i) e.add_tile(keys(i));
-      us = e.us();
-    } else {
-      ExtendLaunchEstimate e(head_groups, s, num_sms, key_us);
-      for (int64_t i = 0; i < n; ++i) e.add_tile(keys(i));
-      us = e.us();
+      pers_us = e.us();
+      if (persistent == Persistence::kAlways) {
+        consider(1, true, pers_us);
+        continue;
+      }
     }
-    if (best_us < 0.0 || us < best_us) best = s, best_us = us;
+    ExtendLaunchEstimate e(head_groups, s, num_sms, key_us);
+    for (int64_t i = 0; i < n; ++i) e.add_tile(keys(i));
+    const double us = e.us();
+    if (pers_us >= 0.0 && pers_us <= us * kPersistentMargin) consider(1, true, pers_us);
+    else consider(s, false, us);
   }
   *launch_us = n > 0 ? best_us : 0.0;
   return best;
@@ -438,23 +452,30 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   // depend on the batch) the fastest by the estimate.
   const int fixed = sm90_split_ok && forced > 0 ? std::min(forced, policy.extend_max_kv_splits) : 0;
   const int free = sm90_split_ok && !cfg.deterministic && !cfg.graph_safe ? policy.extend_max_kv_splits : 1;
-  auto launch_splits = [&](const auto& keys, int64_t n, double* us) -> int32_t {
-    const bool persistent = policy.extend_persistent;
-    return fixed > 0 ? fastest_kv_splits(keys, n, head_groups, fixed, fixed, cfg.device.num_sms, key_us, persistent, us)
-                     : fastest_kv_splits(keys, n, head_groups, 1, free, cfg.device.num_sms, key_us, persistent, us);
+  // Unsplit launches: persistent where the policy allows it and the estimate finds it faster;
+  // graph-safe plans always where the policy allows it (the captured geometry is the bucket's).
+  const Persistence persistence = !policy.extend_persistent ? Persistence::kNever
+                                  : cfg.graph_safe          ? Persistence::kAlways
+                                                            : Persistence::kIfFaster;
+  auto launch_splits = [&](const auto& keys, int64_t n, double* us, bool* persistent) -> int32_t {
+    const int lo = fixed > 0 ? fixed : 1, hi = fixed > 0 ? fixed : free;
+    return fastest_kv_splits(keys, n, head_groups, lo, hi, cfg.device.num_sms, key_us, persistence, persistent, us);
   };
   auto tile_keys = [&](int64_t i) { return int64_t(UINT32_MAX - uint32_t(tile_order[i] >> 32)); };
   const bool auto_mode = may_choose_mode && Nd > 0;
+  bool persistent_launch = false;  // the unsplit launch the estimate chose is the persistent one
   double extend_us = 0.0;  // the step-cost estimate of this launch
   int32_t extend_kv_splits = 1;
   if (sm90_split_ok && (cfg.graph_safe || Nt > 0) && (forced > 0 || (!cfg.deterministic && !cfg.graph_safe)))
-    extend_kv_splits = launch_splits(tile_keys, Nt, &extend_us);
-  else if (auto_mode && Nt > 0) launch_splits(tile_keys, Nt, &extend_us);
-  // A launch whose tiles are not split is persistent where the policy says so: about one CTA
-  // per SM, each serving a share of the (tile, head group) items (extend/sm90/traits.cuh,
-  // Sm90Schedule). Graph-safe plans: the bucket's count, a captured geometry.
+    extend_kv_splits = launch_splits(tile_keys, Nt, &extend_us, &persistent_launch);
+  else if (Nt > 0 && (auto_mode || persistence == Persistence::kIfFaster))  // unsplit: the estimate, persistence
+    launch_splits(tile_keys, Nt, &extend_us, &persistent_launch);
+  // A launch whose tiles are not split is persistent where the estimate chose so (graph-safe
+  // plans: wherever the policy allows it): about one CTA per SM, each serving a share of the
+  // (tile, head group) items (extend/sm90/traits.cuh, Sm90Schedule); a graph-safe plan on the
+  // bucket's count, a captured geometry.
   int64_t extend_ctas = 0;
-  if (policy.extend_persistent && extend_kv_splits == 1)
+  if (extend_kv_splits == 1 && (persistent_launch || (cfg.graph_safe && persistence == Persistence::kAlways)))
     extend_ctas = std::min<int64_t>(cfg.device.num_sms, (cfg.graph_safe ? graph.max_tiles : Nt) * head_groups);
 
   // 3c. Mode auto: split or fold, whichever the step-cost estimate finds faster for this step
@@ -483,7 +504,9 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
                          ? int32_t(tile_keys(i++))
                          : dec_keys[j++];
     double fold_us = 0.0;
-    launch_splits([&](int64_t i) { return int64_t(fold_keys[i]); }, int64_t(fold_keys.size()), &fold_us);
+    bool fold_persistent;
+    launch_splits([&](int64_t i) { return int64_t(fold_keys[i]); }, int64_t(fold_keys.size()), &fold_us,
+                  &fold_persistent);
     est_fold_us = kStepFixedUs + fold_us;
     if (est_fold_us < est_split_us) {
       PlanConfig fold_cfg = cfg;
