@@ -46,14 +46,14 @@ def extend_kernel(request, lib):
     """Every test runs five ways: "auto" (the launch policy: the warp-specialised sm_90a kernel
     where the build and the GPU have it, the mma.sync kernel elsewhere; its KV-split policy splits
     some of these small launches over 2 CTAs of a cluster, the others run persistent),
-    "nosplit" (extend_kv_splits=1: the same kernel, a persistent launch), "classic"
-    (extend_kv_splits=1, extend_persistent=0: one CTA per (tile, head group) item), "few_ctas"
-    (a persistent launch planned for 3 SMs: each CTA serves many items in a row, the ring and
-    the Q slot carried across them) and "mma" (extend_backend="mma": the portable mma.sync
+    "nosplit" (extend_kv_splits=1: the same kernel, a persistent launch where the plan's estimate
+    keeps it), "classic" (extend_kv_splits=1, extend_persistent=0: one CTA per (tile, head group)
+    item), "few_ctas" (extend_persistent=1, planned for 3 SMs: each CTA serves many items in a
+    row, the ring and the Q slot carried across them) and "mma" (extend_backend="mma": the portable mma.sync
     kernel). The overrides go into every plan the test makes."""
     lib.request = {"auto": {}, "nosplit": {"extend_kv_splits": 1},
                    "classic": {"extend_kv_splits": 1, "extend_persistent": 0},
-                   "few_ctas": {"extend_kv_splits": 1, "num_sms": 3},
+                   "few_ctas": {"extend_kv_splits": 1, "num_sms": 3, "extend_persistent": 1},
                    "mma": {"extend_kernel": 1}}[request.param]
     yield request.param
     lib.request = {}

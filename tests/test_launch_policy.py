@@ -158,6 +158,8 @@ def test_persistent_extend_launch_where_not_split():
     # 688, which the hardware's dynamic scheduling spreads better than the kernel's static deal
     # (estimated 2.90 against 3.10 ms): one CTA per item (step_cost.h, kPersistentMargin).
     assert field(plan(H200, [4096, 1], [0, 131071], mode=1, extend_kv_splits=1), "extend_ctas") == 0
+    assert field(plan(H200, [4096, 1], [0, 131071], mode=1, extend_kv_splits=1, extend_persistent=1),
+                 "extend_ctas") == 132  # asked for: always
     assert field(plan(H200, [2048], [0], mode=1), "extend_ctas") == 132  # estimates 1.5% apart: persistent
     # Split mode: decode rows do not count (they run on the decode kernel).
     assert field(plan(H200, [1] * 40 + [96], [500] * 40 + [0], mode=0, extend_kv_splits=1), "extend_ctas") == 16

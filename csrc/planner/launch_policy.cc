@@ -119,6 +119,7 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
   if (req.extend_persistent == 1 && p.extend_kernel != ExtendKernel::kSm90)
     return cat("extend_persistent=1 needs the sm90 extend kernel (kernel ", extend_kernel_name(p.extend_kernel), ")");
   p.extend_persistent = p.extend_kernel == ExtendKernel::kSm90 && req.extend_persistent != 0;
+  p.extend_persistent_fixed = p.extend_persistent && req.extend_persistent == 1;
   if (req.extend_tile_tokens < 0) return cat("extend_tile_tokens must be >= 0, got ", req.extend_tile_tokens);
   if (req.extend_tile_tokens > 0) p.extend_tile_tokens = req.extend_tile_tokens;
   if (req.extend_kv_splits < 0) return cat("extend_kv_splits must be >= 0, got ", req.extend_kv_splits);

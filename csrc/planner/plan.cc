@@ -452,11 +452,12 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   // depend on the batch) the fastest by the estimate.
   const int fixed = sm90_split_ok && forced > 0 ? std::min(forced, policy.extend_max_kv_splits) : 0;
   const int free = sm90_split_ok && !cfg.deterministic && !cfg.graph_safe ? policy.extend_max_kv_splits : 1;
-  // Unsplit launches: persistent where the policy allows it and the estimate finds it faster;
-  // graph-safe plans always where the policy allows it (the captured geometry is the bucket's).
-  const Persistence persistence = !policy.extend_persistent ? Persistence::kNever
-                                  : cfg.graph_safe          ? Persistence::kAlways
-                                                            : Persistence::kIfFaster;
+  // Unsplit launches: persistent where the policy allows it, unless the estimate finds one CTA
+  // per item clearly faster; always where the wrapper asks for it (extend_persistent=1) and in
+  // graph-safe plans (the captured geometry is the bucket's).
+  const Persistence persistence = !policy.extend_persistent                          ? Persistence::kNever
+                                  : cfg.graph_safe || policy.extend_persistent_fixed ? Persistence::kAlways
+                                                                                     : Persistence::kIfFaster;
   auto launch_splits = [&](const auto& keys, int64_t n, double* us, bool* persistent) -> int32_t {
     const int lo = fixed > 0 ? fixed : 1, hi = fixed > 0 ? fixed : free;
     return fastest_kv_splits(keys, n, head_groups, lo, hi, cfg.device.num_sms, key_us, persistence, persistent, us);
@@ -475,7 +476,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   // (tile, head group) items (extend/sm90/traits.cuh, Sm90Schedule); a graph-safe plan on the
   // bucket's count, a captured geometry.
   int64_t extend_ctas = 0;
-  if (extend_kv_splits == 1 && (persistent_launch || (cfg.graph_safe && persistence == Persistence::kAlways)))
+  if (extend_kv_splits == 1 && (persistent_launch || persistence == Persistence::kAlways))
     extend_ctas = std::min<int64_t>(cfg.device.num_sms, (cfg.graph_safe ? graph.max_tiles : Nt) * head_groups);
 
   // 3c. Mode auto: split or fold, whichever the step-cost estimate finds faster for this step

@@ -87,9 +87,10 @@ class MixedAttention:
             step-cost estimate says the split launch is faster (few long tiles; never in
             deterministic or graph-safe mode); 1 or 2 fixes it.
         extend_tma: None (policy), False (cp.async only) or True (TMA for interior K/V tiles).
-        extend_persistent: None (policy), False or True: whether sm_90a extend launches whose
-            tiles are not KV-split run persistent (about one CTA per SM, each serving a share of
-            the (tile, head group) items) instead of one CTA per item.
+        extend_persistent: None (policy: sm_90a extend launches whose tiles are not KV-split run
+            persistent, about one CTA per SM each serving a share of the (tile, head group)
+            items, unless the plan's estimate finds one CTA per item clearly faster), False (one
+            CTA per item) or True (persistent always).
         cuda_graph: graph-safe mode for serving engines that capture run() once per batch
             bucket and replay it after every plan(): the launch geometry, the metadata layout
             and the arena depend only on the bucket (max_batch rows, max_tokens tokens,

@@ -57,8 +57,9 @@ struct LaunchRequest {
                                    // runs any tile size, in passes; oracles and tests use this)
   int32_t decode_max_q = 0;        // 0: policy; N in [1, kDecodeMaxQueries]: rows of up to N new
                                    // tokens are decode-class (split mode)
-  int32_t extend_persistent = -1;  // -1: policy; 0: one sm_90a CTA per item; 1: persistent sm_90a
-                                   // launches (about one CTA per SM) wherever the tiles are not split
+  int32_t extend_persistent = -1;  // -1: policy (persistent unless the estimate finds one CTA per
+                                   // item clearly faster); 0: one sm_90a CTA per item; 1: persistent
+                                   // sm_90a launches (about one CTA per SM) wherever not KV-split
 };
 
 // The per-wrapper part of the policy: depends on the model and the device only.
@@ -69,7 +70,9 @@ struct LaunchPolicy {
   int32_t extend_tile_tokens = 16;  // query tokens per extend tile: block_rows / pack
   int32_t extend_max_kv_splits = 1; // CTAs that may share one query tile (sm_90a: 2)
   bool extend_tma = false;          // sm_90a: interior K/V tiles by TMA, else cp.async
-  bool extend_persistent = false;   // sm_90a: launches whose tiles are not KV-split are persistent
+  bool extend_persistent = false;   // sm_90a: launches whose tiles are not KV-split may be persistent
+                                    // (the planner's estimate decides: plan.cc, fastest_kv_splits) ...
+  bool extend_persistent_fixed = false;  // ... or are, always (extend_persistent=1)
   DecodeKernel decode_kernel = DecodeKernel::kHost;
   int32_t decode_max_q = 1;         // rows of up to this many new tokens go to the split-KV decode
                                     // (default: kDecodeDefaultPairs / group, benchmarks/RESULTS.md)
