@@ -174,37 +174,44 @@ def build_ma(ctx, step, mode, part=None, graph=False):
     return fn, out, rng
 
 
-def build_concurrent(ctx, step, first):
-    """The two halves of split as two calls on two streams (decode on a high-priority stream),
-    joined back into the current one: what concurrent launches alone buy, before any fused
-    kernel (issue 14's "concurrent launches" candidate). `first`: the half issued first."""
+def _halves(ctx, step, ext_policy, dec_policy):
+    """The two halves of a split step as two wrappers over the step's extend and decode rows
+    (launch-policy overrides ext_policy / dec_policy), for the two-stream rows: (run_ext, run_dec,
+    out), each run_* launching its half on the current stream into its rows of out."""
     if ctx.ma is None:
         raise C.NotAvailable(ctx.ma_reason)
     if step.device.type != "cuda":
         raise C.NotAvailable("needs CUDA streams")
     st_e, rng_e = _part(step, "extend")
     st_d, rng_d = _part(step, "decode")
-    we, wd = _wrapper(ctx, st_e, "split"), _wrapper(ctx, st_d, "split")
+    we, wd = _wrapper(ctx, st_e, "split", **ext_policy), _wrapper(ctx, st_d, "split", **dec_policy)
     out = torch.full_like(step.q, float("nan"))
     o_e, o_d = out[rng_e[0]:rng_e[1]], out[rng_d[0]:rng_d[1]]
-    lo, hi = torch.cuda.Stream(step.device), torch.cuda.Stream(step.device, priority=-1)
 
     def run_ext():
-        with torch.cuda.stream(lo):
-            we.run(st_e.q, st_e.k_cache, st_e.v_cache, st_e.kv_indices, out=o_e)
+        we.run(st_e.q, st_e.k_cache, st_e.v_cache, st_e.kv_indices, out=o_e)
 
     def run_dec():
-        with torch.cuda.stream(hi):
-            wd.run(st_d.q, st_d.k_cache, st_d.v_cache, st_d.kv_indices, out=o_d)
+        wd.run(st_d.q, st_d.k_cache, st_d.v_cache, st_d.kv_indices, out=o_d)
 
-    order = (run_dec, run_ext) if first == "decode" else (run_ext, run_dec)
+    return run_ext, run_dec, out
+
+
+def build_concurrent(ctx, step, first):
+    """The two halves of split as two calls on two streams (decode on a high-priority stream),
+    joined back into the current one: what concurrent launches alone buy, before any fused
+    kernel (issue 14's "concurrent launches" candidate). `first`: the half issued first."""
+    run_ext, run_dec, out = _halves(ctx, step, {}, {})
+    lo, hi = torch.cuda.Stream(step.device), torch.cuda.Stream(step.device, priority=-1)
+    halves = ((hi, run_dec), (lo, run_ext)) if first == "decode" else ((lo, run_ext), (hi, run_dec))
 
     def fn():
         cur = torch.cuda.current_stream()
         lo.wait_stream(cur)
         hi.wait_stream(cur)
-        for f in order:
-            f()
+        for stream, run in halves:
+            with torch.cuda.stream(stream):
+                run()
         cur.wait_stream(lo)
         cur.wait_stream(hi)
 
@@ -217,25 +224,17 @@ def build_partitioned(ctx, step, dec_sms):
     decode half on a second stream, planned for dec_sms SMs: its CTAs can only start on the SMs
     the extend launch leaves free, until extend CTAs finish. Joined back into the current
     stream."""
-    if ctx.ma is None:
-        raise C.NotAvailable(ctx.ma_reason)
-    if step.device.type != "cuda":
-        raise C.NotAvailable("needs CUDA streams")
-    sms = torch.cuda.get_device_properties(step.device).multi_processor_count
-    st_e, rng_e = _part(step, "extend")
-    st_d, rng_d = _part(step, "decode")
-    we = _wrapper(ctx, st_e, "split", num_sms=sms - dec_sms, extend_kv_splits=1, extend_persistent=True)
-    wd = _wrapper(ctx, st_d, "split", num_sms=dec_sms)
-    out = torch.full_like(step.q, float("nan"))
-    o_e, o_d = out[rng_e[0]:rng_e[1]], out[rng_d[0]:rng_d[1]]
+    sms = torch.cuda.get_device_properties(step.device).multi_processor_count if step.device.type == "cuda" else 0
+    run_ext, run_dec, out = _halves(ctx, step, dict(num_sms=sms - dec_sms, extend_kv_splits=1, extend_persistent=True),
+                                    dict(num_sms=dec_sms))
     side = torch.cuda.Stream(step.device)
 
     def fn():
         cur = torch.cuda.current_stream()
         side.wait_stream(cur)
-        we.run(st_e.q, st_e.k_cache, st_e.v_cache, st_e.kv_indices, out=o_e)
+        run_ext()
         with torch.cuda.stream(side):
-            wd.run(st_d.q, st_d.k_cache, st_d.v_cache, st_d.kv_indices, out=o_d)
+            run_dec()
         cur.wait_stream(side)
 
     return fn, out, (0, step.q.shape[0])

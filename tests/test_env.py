@@ -59,6 +59,22 @@ def test_env_is_a_default_an_argument_wins():
     assert r.stdout.strip() == "cpu"
 
 
+def test_extend_persistent_variable_reaches_the_plan_config():
+    # 0 goes into the wrapper's config; 1 asks for the sm90 kernel's persistent launch, which a
+    # CPU wrapper cannot honour: an error naming it when the wrapper is built.
+    code = ("import mixed_attn\n"
+            "from mixed_attn.plan_info import CONFIG_INDEX\n"
+            "w = mixed_attn.MixedAttention(4, 2, 64, 16, device='cpu', max_batch=4, max_tokens=64)\n"
+            "print(w._config[CONFIG_INDEX['extend_persistent']])")
+    r = run_with_env(code, MIXED_ATTN_EXTEND_PERSISTENT="0")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "0"
+    r = run_with_env(code, MIXED_ATTN_EXTEND_PERSISTENT="1")
+    assert r.returncode != 0 and "extend_persistent=1 needs the sm90 extend kernel" in r.stderr
+    r = run_with_env("import mixed_attn", MIXED_ATTN_EXTEND_PERSISTENT="yes")
+    assert r.returncode != 0 and "MIXED_ATTN_EXTEND_PERSISTENT='yes'" in r.stderr
+
+
 def _sources():
     for top in ("csrc", "python"):
         for dirpath, _, files in os.walk(os.path.join(ROOT, top)):

@@ -33,15 +33,19 @@ def _read(name, default, allowed=None):
     return value
 
 
+def _auto_or_flag(name):
+    """An auto / 0 / 1 variable as the wrapper's -1 (policy) / 0 / 1."""
+    value = _read(name, "auto", {"auto", "0", "1"})
+    return -1 if value == "auto" else int(value)
+
+
 MODE = _read("MIXED_ATTN_MODE", "split", {"split", "fold", "auto"})
 SPLIT_DISPATCH = _read("MIXED_ATTN_SPLIT_DISPATCH", "1") not in _FALSE
 EXTEND_KERNEL = _read("MIXED_ATTN_EXTEND_KERNEL", "auto", EXTEND_KERNELS)
 DECODE_KERNEL = _read("MIXED_ATTN_DECODE_KERNEL", "auto", DECODE_KERNELS)
 EXTEND_KV_SPLITS = int(_read("MIXED_ATTN_EXTEND_KV_SPLITS", "0", {"0", "1", "2"}))
-_tma = _read("MIXED_ATTN_EXTEND_TMA", "auto", {"auto", "0", "1"})
-EXTEND_TMA = -1 if _tma == "auto" else int(_tma)
-_persistent = _read("MIXED_ATTN_EXTEND_PERSISTENT", "auto", {"auto", "0", "1"})
-EXTEND_PERSISTENT = -1 if _persistent == "auto" else int(_persistent)
+EXTEND_TMA = _auto_or_flag("MIXED_ATTN_EXTEND_TMA")
+EXTEND_PERSISTENT = _auto_or_flag("MIXED_ATTN_EXTEND_PERSISTENT")
 
 TRANSFORMERS_ANY_VERSION = _read("MIXED_ATTN_TRANSFORMERS_ANY_VERSION", "0", {"0", "1"}) == "1"
 
