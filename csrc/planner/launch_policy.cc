@@ -71,12 +71,15 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
       if (!dev.sm90_extend)
         return cat("extend_backend='sm90' needs an sm_90a build on a compute-capability 9.0 GPU; the device is ",
                    describe(dev));
-      if (kv_fp8) return "extend_backend='sm90' takes bf16/fp16 caches only, the cache is float8_e4m3fn";
+      if (kv_fp8 && !sm90_takes_fp8(head_dim))
+        return cat("extend_backend='sm90' takes float8_e4m3fn caches at head dims 64 and 128 only, got head_dim ",
+                   head_dim);
       p.extend_kernel = ExtendKernel::kSm90;
     } else if (want == ExtendKernel::kMma) {
       p.extend_kernel = ExtendKernel::kMma;
     } else {
-      p.extend_kernel = dev.sm90_extend && !kv_fp8 ? ExtendKernel::kSm90 : ExtendKernel::kMma;
+      p.extend_kernel =
+          dev.sm90_extend && (!kv_fp8 || sm90_takes_fp8(head_dim)) ? ExtendKernel::kSm90 : ExtendKernel::kMma;
     }
   }
   switch (p.extend_kernel) {
@@ -99,13 +102,14 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
   // TMA for the sm_90a kernel's interior K/V tiles: one tensor copy per 16 keys of
   // a page, so pages of a multiple of 16 slots; at head dim 64 (128-byte rows) TMA
   // into the swizzled layout measured slower than cp.async (benchmarks/RESULTS.md).
-  const bool tma_fits = p.extend_kernel == ExtendKernel::kSm90 && dev.tma_encoder && page_size % 16 == 0;
+  // fp8 caches: cp.async into staging tiles that the producer widens (extend/sm90/producer.cuh).
+  const bool tma_fits = p.extend_kernel == ExtendKernel::kSm90 && dev.tma_encoder && page_size % 16 == 0 && !kv_fp8;
   if (req.extend_tma == 1) {
     if (!tma_fits)
       return cat(
-          "extend_tma=1 needs the sm90 extend kernel, a driver with cuTensorMapEncodeTiled and a page_size "
-          "that is a multiple of 16 (kernel ",
-          extend_kernel_name(p.extend_kernel), ", page_size ", page_size, ")");
+          "extend_tma=1 needs the sm90 extend kernel, a driver with cuTensorMapEncodeTiled, a page_size "
+          "that is a multiple of 16 and a bf16/fp16 cache (kernel ",
+          extend_kernel_name(p.extend_kernel), ", page_size ", page_size, kv_fp8 ? ", fp8 cache" : "", ")");
     p.extend_tma = true;
   } else if (req.extend_tma == 0) {
     p.extend_tma = false;

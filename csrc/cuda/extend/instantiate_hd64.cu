@@ -11,8 +11,12 @@ template const char* launch_extend_impl<64, ma_bf16, true>(const ExtendParams&, 
 template const char* launch_extend_impl<64, ma_half, true>(const ExtendParams&, gpuStream_t);
 #endif
 #if !defined(MA_NO_EXTEND_SM90)  // MIXED_ATTN_EXTEND_SM90=OFF
-template const char* launch_extend_sm90_impl<64, ma_bf16>(const ExtendParams&, gpuStream_t);
-template const char* launch_extend_sm90_impl<64, ma_half>(const ExtendParams&, gpuStream_t);
+template const char* launch_extend_sm90_impl<64, ma_bf16, false>(const ExtendParams&, gpuStream_t);
+template const char* launch_extend_sm90_impl<64, ma_half, false>(const ExtendParams&, gpuStream_t);
+#if !defined(MA_NO_FP8)
+template const char* launch_extend_sm90_impl<64, ma_bf16, true>(const ExtendParams&, gpuStream_t);
+template const char* launch_extend_sm90_impl<64, ma_half, true>(const ExtendParams&, gpuStream_t);
+#endif
 #endif
 }  // namespace mixed_attn::gpu::extend_detail
 #if MA_SM90_TIMELINE && !defined(MA_NO_EXTEND_SM90)

@@ -36,7 +36,7 @@ struct PlanConfig {
   int32_t max_splits_per_row = 32;   // cap of the SM-aware policy
   int32_t min_split_tokens = 256;    // SM-aware policy never splits finer than this
   int32_t ctas_per_sm = 2;           // SM-aware policy aims for this many decode CTAs per SM
-  bool kv_fp8 = false;               // the cache is float8_e4m3 (the sm_90a extend kernel takes b16 only)
+  bool kv_fp8 = false;               // the cache is float8_e4m3 (the sm_90a extend kernel: head dims 64 / 128)
   DeviceDesc device;                 // what the plan is launched on
   LaunchRequest request;             // the wrapper's overrides of the launch policy
   // Graph-safe plans: a metadata layout and launch geometry that depend on these bucket

@@ -25,8 +25,10 @@
 // 8 rows x 4 chunks with every 16-byte slot position hit four times (MA_SM90_SWIZZLE=0 gives
 // the cp.async-only instantiation the no-swizzle canonical layout instead).
 //
-// Scope: bf16 / fp16 q with a cache of the same type, head dims 64/128/256.
-// The fp8 cache and other GPUs use extend/portable/kernel.cuh (launch_extend chooses).
+// Scope: bf16 / fp16 q with a cache of the same type, head dims 64/128/256, or an fp8 e4m3
+// cache at head dims 64/128 (kFp8: the producer copies its bytes into two staging tiles and
+// widens them into the ring; no TMA). fp8 at head dim 256 and other GPUs use
+// extend/portable/kernel.cuh (the plan chooses, launch_extend follows).
 // The kernel is bound by the K/V copies from L2: three consumer warpgroups, the
 // KV split and the TMA copies each exist to cut or hide copy time (the rates of
 // each step against the bf16 matmul: benchmarks/RESULTS.md).
@@ -70,8 +72,9 @@ __device__ __forceinline__ Sm90Work sm90_work(const ExtendArgs& args, int item, 
   return w;
 }
 
-// kTma: interior K/V tiles by TMA (maps), swizzled tiles; else cp.async only.
-template <int kHeadDim, typename T, bool kTma>
+// kTma: interior K/V tiles by TMA (maps), swizzled tiles; else cp.async only. kFp8: an fp8 e4m3
+// cache (cp.async only), its tiles widened to T by the producer (producer.cuh).
+template <int kHeadDim, typename T, bool kTma, bool kFp8>
 __global__ void MA_SM90_KERNEL_BOUNDS(kHeadDim)
     extend_sm90_kernel(const ExtendArgs args, const int kv_splits, const MA_GRID_CONSTANT Sm90TmaMaps maps) {
 #if MA_EXTEND_HAS_WGMMA
@@ -85,6 +88,8 @@ __global__ void MA_SM90_KERNEL_BOUNDS(kHeadDim)
   constexpr int kTileElems = BN * D;
   static_assert(BN % 64 == 0 && BN <= 128 && D % 32 == 0, "sm90 tile shape");
   static_assert(kStages >= 2, "ring needs two slots");
+  static_assert(!kFp8 || (!kTma && kSwizzle && sm90_fp8_fits<kHeadDim>()),
+                "fp8 caches: cp.async into staging tiles, widened into the swizzled ring");
 
   const AttentionCommon& a = args.a;
   const PlanView& plan = a.plan;
@@ -94,7 +99,8 @@ __global__ void MA_SM90_KERNEL_BOUNDS(kHeadDim)
   // 1024-byte aligned tiles (the swizzle pattern repeats every 1024 bytes of address).
   sm.q = reinterpret_cast<T*>(smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023));
   sm.kv = sm.q + BM * D;
-  sm.row_table = reinterpret_cast<longlong2*>(sm.kv + kStages * 2 * kTileElems);
+  sm.stage8 = reinterpret_cast<unsigned char*>(sm.kv + kStages * 2 * kTileElems);
+  sm.row_table = reinterpret_cast<longlong2*>(sm.stage8 + (kFp8 ? 2 * kTileElems : 0));
   sm.box_pages = reinterpret_cast<int*>(sm.row_table + 2 * BN);
   uint64_t* bars = reinterpret_cast<uint64_t*>(sm.box_pages + 2 * BN);
   sm.k_full = bars;
@@ -144,7 +150,8 @@ __global__ void MA_SM90_KERNEL_BOUNDS(kHeadDim)
     for (int r = 0, item; (item = sched.item(r, total_items())) < total_items(); ++r) {
       MA_TL_BIND(ring, r, item, tid == 0);
       MA_TL_STAMP(ring, kTlProducerStart, true);
-      produce<kHeadDim, T, kTma>(args, maps, sm, sm90_work(args, item, kv_splits, split_rank), tid, warp, lane, ring);
+      produce<kHeadDim, T, kTma, kFp8>(args, maps, sm, sm90_work(args, item, kv_splits, split_rank), tid, warp, lane,
+                                       ring);
       MA_TL_STAMP(ring, kTlProducerEnd, true);
     }
     produce_drain(kv_splits);

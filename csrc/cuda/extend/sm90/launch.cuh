@@ -18,15 +18,16 @@
 namespace mixed_attn::gpu::extend_detail {
 
 // Host side: launch one instantiation (instantiated in extend/instantiate_hd{64,128,256}.cu) as
-// the plan decided: its KV split per query tile and TMA or cp.async for K/V.
-template <int kHeadDim, typename T>
+// the plan decided: its KV split per query tile and TMA or cp.async for K/V. kFp8: the fp8 e4m3
+// cache instantiation (head dims 64 and 128; cp.async only; the cache's scales applied).
+template <int kHeadDim, typename T, bool kFp8>
 const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
   const AttentionCommon& a = p.attn;
-  constexpr int kSmem = sm90_smem_bytes<kHeadDim>();
+  constexpr int kSmem = sm90_smem_bytes<kHeadDim, kFp8>();
   constexpr int BM = Sm90Traits<kHeadDim>::kBlockM;
   static_assert(BM == extend_sm90_block_rows(kHeadDim), "launch_policy.h must know the kernel's rows");
   if (a.plan.extend_block_rows != BM) return "extend: the plan's tiles were cut for another kernel shape";
-  const ExtendArgs args = make_extend_args(a, BM, 1.f, 1.f);
+  const ExtendArgs args = make_extend_args(a, BM, kFp8 ? a.k_scale : 1.f, kFp8 ? a.v_scale : 1.f);
   const int64_t blocks = extend_grid_blocks(args);
   const int kv_splits = a.plan.extend_kv_splits;
   if (kv_splits < 1 || kv_splits > sm90_max_kv_splits<kHeadDim>())
@@ -42,7 +43,8 @@ const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
   Sm90TmaMaps maps;
   std::memset(&maps, 0, sizeof(maps));
   const bool use_tma = a.plan.extend_tma != 0;
-  if (use_tma) {
+  if (kFp8 && use_tma) return "extend: the plan asks for TMA on an fp8 cache (the sm_90a fp8 path is cp.async only)";
+  if (use_tma && !kFp8) {
 #if defined(MA_CUDA) && MA_SM90_TMA
     // The policy asks for TMA only at page sizes of a multiple of kTmaBoxKeys.
     if (a.page_size % kTmaBoxKeys != 0 ||
@@ -53,7 +55,10 @@ const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
     return "extend: the plan asks for TMA but this build has no TMA path (plan with extend_tma=0)";
 #endif
   }
-  auto kernel = use_tma ? extend_sm90_kernel<kHeadDim, T, true> : extend_sm90_kernel<kHeadDim, T, false>;
+  using Kernel = decltype(&extend_sm90_kernel<kHeadDim, T, false, false>);
+  Kernel kernel;
+  if constexpr (kFp8) kernel = extend_sm90_kernel<kHeadDim, T, false, true>;
+  else kernel = use_tma ? extend_sm90_kernel<kHeadDim, T, true, false> : extend_sm90_kernel<kHeadDim, T, false, false>;
   const char* smem_err = opt_in_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem);
   if (smem_err != nullptr) return smem_err;
   if (kv_splits == 1) {

@@ -12,7 +12,10 @@
 #pragma once
 #include <cstdint>
 
+#include <type_traits>
+
 #include "cuda/arch/sm80.cuh"
+#include "cuda/common/fp8.cuh"
 #include "cuda/extend/args.cuh"
 #include "cuda/extend/sm90/kv_split_merge.cuh"  // kv_split_meet
 #include "cuda/extend/sm90/sync.cuh"
@@ -41,8 +44,9 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 // The producer's role for one item of the CTA: every pass of its tile. tid / warp / lane: the
 // thread within the producer warpgroup (0..127, 0..3, lane); ring: the ring and Q-slot positions
 // over the CTA's items so far. kTma: interior K/V tiles by TMA (maps), swizzled tiles; else
-// cp.async only. After the last item: produce_drain.
-template <int kHeadDim, typename T, bool kTma>
+// cp.async only. kFp8: an fp8 e4m3 cache, each K/V tile copied as bytes into a staging tile and
+// widened (exactly) to T into the ring slot. After the last item: produce_drain.
+template <int kHeadDim, typename T, bool kTma, bool kFp8>
 __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMaps& maps, const Sm90Smem<T>& sm,
                                         const Sm90Work& w, int tid, int warp, int lane, Sm90Ring& ring) {
   using Tr = Sm90Traits<kHeadDim>;
@@ -63,9 +67,10 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
   const PlanView& plan = a.plan;
   const int pack = w.pack, q_head0 = w.q_head0, kv_head = w.kv_head, window = w.window;
   const int kv_splits = w.kv_splits, split_rank = w.split_rank;
+  using CT = std::conditional_t<kFp8, uint8_t, T>;  // the cache's element (strides count these)
   const T* q_ptr = static_cast<const T*>(a.q);
-  const T* k_cache = static_cast<const T*>(a.k_cache) + int64_t(kv_head) * a.k_stride_head;
-  const T* v_cache = static_cast<const T*>(a.v_cache) + int64_t(kv_head) * a.v_stride_head;
+  const CT* k_cache = static_cast<const CT*>(a.k_cache) + int64_t(kv_head) * a.k_stride_head;
+  const CT* v_cache = static_cast<const CT*>(a.v_cache) + int64_t(kv_head) * a.v_stride_head;
   const int page_size = a.page_size;
   const int page_base = plan.kv_indptr[w.row];
   const int row_in_group = lane % 8;  // this lane's row within an 8-row group
@@ -153,8 +158,39 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
         }
         if (tid != 0) mbar_arrive(full);
       };
+      // fp8: copy_bytes(K or V) copies the tile's rows as bytes into staging tile sb (row r at
+      // r * D bytes; keys outside the range zero-filled); widen(sb, slot tile) converts them to T
+      // into the swizzled layout the consumers read, 16 bytes in, 32 out, per thread and step.
+      auto copy_bytes = [&](const CT* cache, int sb, bool is_v) {
+        constexpr int kChunks8 = D / 16;
+        unsigned char* stage = sm.stage8 + sb * kTileElems;
+#pragma unroll
+        for (int u = tid; u < BN * kChunks8; u += 128) {
+          const int r = u / kChunks8, c = u % kChunks8;
+          const longlong2 offs = table[r];
+          const int64_t off = is_v ? offs.y : offs.x;
+          cp_async_16(stage + r * D + c * 16, cache + max(off, int64_t(0)) + c * 16, off >= 0);
+        }
+      };
+      auto widen = [&](int sb, T* dst_tile) {
+        constexpr int kChunks8 = D / 16;
+        const unsigned char* stage = sm.stage8 + sb * kTileElems;
+        unsigned char* dst = reinterpret_cast<unsigned char*>(dst_tile);
+#pragma unroll
+        for (int u = tid; u < BN * kChunks8; u += 128) {
+          const int r = u / kChunks8, c = u % kChunks8;
+          const uint4 in = *reinterpret_cast<const uint4*>(stage + r * D + c * 16);
+          // Bytes 0..7 become b16 chunk 2c of the row, bytes 8..15 chunk 2c + 1 (low byte first).
+          const uint4 lo = make_uint4(e4m3x2_to_b16<T>(in.x & 0xffffu), e4m3x2_to_b16<T>(in.x >> 16),
+                                      e4m3x2_to_b16<T>(in.y & 0xffffu), e4m3x2_to_b16<T>(in.y >> 16));
+          const uint4 hi = make_uint4(e4m3x2_to_b16<T>(in.z & 0xffffu), e4m3x2_to_b16<T>(in.z >> 16),
+                                      e4m3x2_to_b16<T>(in.w & 0xffffu), e4m3x2_to_b16<T>(in.w >> 16));
+          *reinterpret_cast<uint4*>(dst + tile_byte_off<kChunks, BN, true>(r, 2 * c)) = lo;
+          *reinterpret_cast<uint4*>(dst + tile_byte_off<kChunks, BN, true>(r, 2 * c + 1)) = hi;
+        }
+      };
       // copy_rows(K or V): the tile's rows from the cache into a ring slot.
-      auto copy_rows = [&](const T* cache, T* dst_tile, bool is_v) {
+      auto copy_rows = [&](const CT* cache, T* dst_tile, bool is_v) {
         unsigned char* dst = reinterpret_cast<unsigned char*>(dst_tile);
         if constexpr (kSwizzle) {
           // Lane = (row rr of an 8-row group, chunk quad cq): the thread copies chunks cq, cq + 4,
@@ -170,7 +206,7 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
             const int r = rg * 8 + rr;
             const longlong2 offs = table[r];
             const int64_t off = is_v ? offs.y : offs.x;
-            const T* src = cache + max(off, int64_t(0)) + cq * 8;
+            const CT* src = cache + max(off, int64_t(0)) + cq * 8;
             unsigned char* d_even = dst + r * 128 + slot_even;
             unsigned char* d_odd = dst + r * 128 + slot_odd;
 #pragma unroll
@@ -186,7 +222,7 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
             const int r = rg * 8 + row_in_group;
             const longlong2 offs = table[r];
             const int64_t off = is_v ? offs.y : offs.x;
-            const T* src = cache + max(off, int64_t(0)) + chunk_in_quad * 8;
+            const CT* src = cache + max(off, int64_t(0)) + chunk_in_quad * 8;
             unsigned char* d = dst + tile_byte_off<kChunks, BN, false>(r, chunk_in_quad);
 #pragma unroll
             for (int quad = 0; quad < kQuads; ++quad) cp_async_16(d + quad * 4 * 128, src + quad * 32, off >= 0);
@@ -205,9 +241,31 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
           mbar_arrive_on_cp_async(full);
         }
       };
-      copy_tile(false);
-      MA_TL_STAMP(ring, kTlProducerFirstKv, pass_q0 == w.tile_q0 && tile == tile_begin);
-      copy_tile(true);
+      if constexpr (kFp8) {
+        // Both tiles' bytes in flight at once, then each widened once its slot is free. The
+        // staging tiles were last read by this tile pair's predecessor's widening, which every
+        // thread finished at the producer_sync that ended it.
+        copy_bytes(k_cache, 0, false);
+        cp_async_commit();
+        copy_bytes(v_cache, 1, true);
+        cp_async_commit();
+        for (int half = 0; half < 2; ++half) {
+          const bool is_v = half == 1;
+          if (is_v) cp_async_wait<0>();
+          else cp_async_wait<1>();  // the K bytes (and the Q tile's copies before them)
+          producer_sync();                // every thread's bytes have landed
+          mbar_wait(is_v ? &sm.v_empty[slot] : &sm.k_empty[slot], parity);
+          widen(half, is_v ? v_dst : k_dst);
+          fence_proxy_async();  // these generic-proxy stores are read by the consumers' wgmma
+          producer_sync();      // every thread done with the staging tile and its stores
+          mbar_arrive(is_v ? &sm.v_full[slot] : &sm.k_full[slot]);
+          if (!is_v) MA_TL_STAMP(ring, kTlProducerFirstKv, pass_q0 == w.tile_q0 && tile == tile_begin);
+        }
+      } else {
+        copy_tile(false);
+        MA_TL_STAMP(ring, kTlProducerFirstKv, pass_q0 == w.tile_q0 && tile == tile_begin);
+        copy_tile(true);
+      }
     }
   }
 }

@@ -104,16 +104,24 @@ template <> struct Sm90Traits<128> : Sm90Shape<MA_SM90_D128_BN, MA_SM90_D128_ST,
                                                MA_SM90_D128_CREGS2, MA_SM90_D128_MAXNREG> {};
 template <> struct Sm90Traits<256> : Sm90Shape<MA_SM90_D256_BN, MA_SM90_D256_ST, MA_SM90_D256_WGS, 40, 232> {};
 
-// Dynamic shared memory of one CTA, in the order kernel.cuh carves it up.
-template <int kHeadDim>
+// Dynamic shared memory of one CTA, in the order kernel.cuh carves it up. kFp8: an fp8 e4m3
+// cache, whose K/V tiles land as bytes in two staging tiles and are widened into the ring.
+template <int kHeadDim, bool kFp8 = false>
 constexpr int sm90_smem_bytes() {
   using Tr = Sm90Traits<kHeadDim>;
   return Tr::kBlockM * kHeadDim * 2                      // Q
          + Tr::kStages * 2 * Tr::kBlockN * kHeadDim * 2  // K and V slots
+         + (kFp8 ? 2 * Tr::kBlockN * kHeadDim : 0)       // fp8: two staging tiles of bytes
          + 2 * Tr::kBlockN * 16                          // row offset table, two tiles
          + 2 * Tr::kBlockN * 4                           // page of each TMA box, two tiles
          + (4 * Tr::kStages + 3) * 8                     // mbarriers
          + 1024;                                         // room to align the tiles to 1024 B
+}
+// The fp8 instantiation exists where its staging tiles fit beside the ring (head dims 64 and
+// 128; at 256 the ring and Q leave no room): launch_policy.h's sm90_takes_fp8 must agree.
+template <int kHeadDim>
+constexpr bool sm90_fp8_fits() {
+  return sm90_smem_bytes<kHeadDim, true>() <= 227 * 1024;
 }
 
 // KV splits (CTAs of one cluster sharing a query tile): at most 2. Ranks 1.. park
@@ -153,6 +161,7 @@ struct Sm90Smem {
   T* kv;                  // ring: slot s holds K at 2s * kTileElems, V at (2s + 1) * kTileElems
   longlong2* row_table;   // [2][kBlockN] (K offset, V offset) in elements of each key's cache row; -1: zero-fill
   int* box_pages;         // [2][kBlockN] page of each TMA box (TMA tiles; the first kBlockN / box_keys entries)
+  unsigned char* stage8;  // fp8 caches: [2][kBlockN][D] bytes, K/V tiles as copied, before widening
   uint64_t* k_full;       // [kStages] mbarriers: the producer has filled the K slot
   uint64_t* v_full;       // [kStages] ... the V slot
   uint64_t* k_empty;      // [kStages] every consumer warp is done with the K slot
