@@ -117,7 +117,8 @@ def run_case(lib, name, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfl
     if kernel in ("fa3", "fa2"):
         fn = flashinfer_extend(b, kernel, page_size, hq, hkv, d, q_dtype, kv_dtype)
     else:
-        info, meta = lib.plan(b.qo_indptr, b.kv_indptr, b.seq_lens, page_size, hq, hkv, d, **request)
+        info, meta = lib.plan(b.qo_indptr, b.kv_indptr, b.seq_lens, page_size, hq, hkv, d, kv_fp8=fp8,
+                              **request)
         if kernel == "triton":
             from mixed_attn.triton_ref import triton_extend
 

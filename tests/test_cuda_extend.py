@@ -15,13 +15,14 @@ import torch
 
 import mixed_attn
 from mixed_attn.reference import reference_attention
-from mixed_attn.plan_info import field
+from mixed_attn.plan_info import EXTEND_KERNEL_NAMES, field, make_config
 from mixed_attn import testing
 from mixed_attn.testing import OpExtend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FP8 = torch.float8_e4m3fn
 MODE_SPLIT, MODE_FOLD = 0, 1
+EXTEND_KERNEL_SM90 = EXTEND_KERNEL_NAMES.index("sm90")  # launch_policy's first value
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +69,18 @@ def make_batch(ext_lens, prefix_lens, hq, hkv, d, page_size, q_dtype=torch.bfloa
                               cache_std=4.0 if kv_dtype == FP8 else 1.0, poison_unused=True)
 
 
+def skip_forced_persistent_off_sm90(lib, page_size, hq, hkv, d, **fields):
+    """The few_ctas variant forces the persistent launch, which only the sm_90a kernel has (the
+    plan refuses it elsewhere); a config the policy sends to the mma.sync kernel (fp8 caches at
+    head dim 256) is the "mma" variant's test."""
+    if lib.request.get("extend_persistent") != 1 or not isinstance(lib, OpExtend):
+        return
+    policy = {k: v for k, v in lib.request.items() if k != "extend_persistent"}
+    cfg = make_config(lib.device, page_size, hq, hkv, d, **{**policy, **fields})
+    if int(torch.ops.mixed_attn.launch_policy(cfg)[0]) != EXTEND_KERNEL_SM90:
+        pytest.skip("the persistent launch is sm_90a-only; the policy runs this config on the mma.sync kernel")
+
+
 def run_and_check(lib, ext_lens, prefix_lens, hq=4, hkv=2, d=128, page_size=16, q_dtype=torch.bfloat16,
                   kv_dtype=None, window_left=-1, logit_cap=0.0, use_sinks=False, want_lse=True,
                   mode=MODE_FOLD, tile_tokens=None, seed=0):
@@ -76,6 +89,7 @@ def run_and_check(lib, ext_lens, prefix_lens, hq=4, hkv=2, d=128, page_size=16, 
     k_scale = 0.37 if kv_dtype == FP8 else 1.0
     v_scale = 0.61 if kv_dtype == FP8 else 1.0
     sinks = (torch.randn(hq, generator=torch.Generator().manual_seed(seed)) * 2.0) if use_sinks else None
+    skip_forced_persistent_off_sm90(lib, page_size, hq, hkv, d, kv_fp8=kv_dtype == FP8)
     info, meta = lib.plan(b.qo_indptr, b.kv_indptr, b.seq_lens, page_size, hq, hkv, d,
                           window_left=window_left, mode=mode, tile_tokens=tile_tokens,
                           kv_fp8=kv_dtype == FP8)
