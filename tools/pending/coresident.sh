@@ -27,3 +27,10 @@ timeout 150 python3 benchmarks/bench_mixed.py --cases B,D,E,A --rows ma_split,ma
   --no-plan --no-plot --json "$OUT/coresident.json" > "$OUT/coresident.log" 2>&1
 grep -E "^[A-L] |ma_split |ma_ext |ma_dec |ma_2s" "$OUT/coresident.log" | head -40
 el bench
+# The same rows on the default kernels (head dim 128 only), same machine, for the comparison.
+NINJA_JOBS=16 bash scripts/build_inplace.sh "-DMIXED_ATTN_HEAD_DIMS=128" "-DCMAKE_CXX_FLAGS=" "-DCMAKE_CUDA_FLAGS=" \
+  > "$OUT/build_default.log" 2>&1 || { tail -30 "$OUT/build_default.log"; exit 1; }
+timeout 150 python3 benchmarks/bench_mixed.py --cases B,D,E,A --rows ma_split,ma_ext,ma_dec,ma_2s_ext1,ma_2s_dec1 \
+  --no-plan --no-plot --json "$OUT/default.json" > "$OUT/default.log" 2>&1
+grep -E "^[A-L] |ma_split |ma_ext |ma_dec |ma_2s" "$OUT/default.log" | head -40
+el default

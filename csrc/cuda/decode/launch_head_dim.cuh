@@ -15,7 +15,11 @@ namespace mixed_attn::gpu::decode {
 template <auto kKernel>
 const char* launch_stage1(int smem_bytes, int threads, dim3 grid, const DecodeParams& p, const DecodeConsts& c,
                           gpuStream_t stream) {
-  if (smem_bytes > 48 * 1024) {
+  // The 48 KB a launch gets without the opt-in covers static and dynamic shared memory
+  // together, and the tensor-core stage 1 declares some of its own (part_m / part_l, well under
+  // 1 KB): a dynamic size near 48 KB needs the opt-in too.
+  constexpr int kStaticSmemAllowance = 1024;
+  if (smem_bytes + kStaticSmemAllowance > 48 * 1024) {
     const char* err = opt_in_dynamic_smem(reinterpret_cast<const void*>(kKernel), smem_bytes);
     if (err != nullptr) return err;
   }
