@@ -38,6 +38,14 @@
 #ifndef MA_DECODE_RING_KB
 #define MA_DECODE_RING_KB 96
 #endif
+// Lab knob (issue 14's co-residency experiment, tools/pending/coresident.sh): a register cap
+// through the minimum CTAs per SM, so a decode CTA fits beside an extend CTA. Unset, the bounds
+// are the thread count alone (the default build's code is unchanged).
+#if defined(MA_DECODE_MIN_CTAS_PER_SM)
+#define MA_DECODE_TC_BOUNDS(...) __launch_bounds__((__VA_ARGS__), MA_DECODE_MIN_CTAS_PER_SM)
+#else
+#define MA_DECODE_TC_BOUNDS(...) __launch_bounds__(__VA_ARGS__)
+#endif
 
 namespace mixed_attn::gpu::decode {
 
@@ -467,7 +475,7 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
 // (graph-safe and deterministic plans fix the bound) use every warp (head dim 256: see below). The choice depends on the
 // CTA's own row alone: a row's bits do not depend on its batch.
 template <int D, typename QT, bool kFp8, bool kTwoHalves, int kBlocks>
-__global__ void __launch_bounds__(TcTraits<D, kFp8, kBlocks>::kThreads)
+__global__ void MA_DECODE_TC_BOUNDS(TcTraits<D, kFp8, kBlocks>::kThreads)
     decode_split_tc_kernel(const DecodeParams p, const DecodeConsts c) {
   using Tr = TcTraits<D, kFp8, kBlocks>;
   extern __shared__ __align__(16) unsigned char smem[];
