@@ -79,6 +79,11 @@ const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
   cluster.val.clusterDim.z = 1;
   config.attrs = &cluster;
   config.numAttrs = 1;
+#if MA_SM90_D128_MAXNREG > 0
+  // Lab (tools/pending/coresident.sh): an unsplit launch without the cluster attribute, in case
+  // a cluster launch keeps other kernels' CTAs off its SMs.
+  if (kv_splits == 1) config.numAttrs = 0;
+#endif
   const cudaError_t launch_status = cudaLaunchKernelEx(&config, kernel, args, kv_splits, maps);
   if (launch_status != cudaSuccess) return cudaGetErrorString(launch_status);
   MA_RETURN_LAUNCH_STATUS();
