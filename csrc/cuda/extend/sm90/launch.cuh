@@ -61,6 +61,13 @@ const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
   else kernel = use_tma ? extend_sm90_kernel<kHeadDim, T, true, false> : extend_sm90_kernel<kHeadDim, T, false, false>;
   const char* smem_err = opt_in_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem);
   if (smem_err != nullptr) return smem_err;
+#if MA_SM90_D128_MAXNREG > 0
+  // Lab (tools/pending/coresident.sh): the whole shared-memory carveout (228 KB), so that the
+  // SM keeps room for a decode CTA beside this one (left to the driver, it may pick the smallest
+  // carveout that fits one extend CTA: 196 KB for the 167 KB of the two-warpgroup shape).
+  cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributePreferredSharedMemoryCarveout,
+                       cudaSharedmemCarveoutMaxShared);
+#endif
   if (kv_splits == 1) {
     const int64_t grid = persistent_ctas > 0 ? persistent_ctas : blocks;
     kernel<<<dim3(unsigned(grid)), dim3(Sm90Traits<kHeadDim>::kThreads), kSmem, stream>>>(args, 1, maps);
@@ -79,11 +86,6 @@ const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
   cluster.val.clusterDim.z = 1;
   config.attrs = &cluster;
   config.numAttrs = 1;
-#if MA_SM90_D128_MAXNREG > 0
-  // Lab (tools/pending/coresident.sh): an unsplit launch without the cluster attribute, in case
-  // a cluster launch keeps other kernels' CTAs off its SMs.
-  if (kv_splits == 1) config.numAttrs = 0;
-#endif
   const cudaError_t launch_status = cudaLaunchKernelEx(&config, kernel, args, kv_splits, maps);
   if (launch_status != cudaSuccess) return cudaGetErrorString(launch_status);
   MA_RETURN_LAUNCH_STATUS();
