@@ -4,9 +4,15 @@ hardware dispatches them) and the persistent estimate's snake deal ("snake"), on
 measured in benchmarks/RESULTS.md (session 9, 32/8/128, page 16) and case I's fold launch
 (session 10); then a refit of the list model's two constants. CPU only (the planner's own tiles):
     PYTHONPATH=python python3 tools/estimate_models.py
+With --sweep FILE (tools/sweep_extend_launches.py's output, measured on the GPU), the same over
+the sweep's launches of one CTA per item, the persistent estimate (PersistentLaunchEstimate) over
+its persistent ones, and the refit on the sweep.
 """
 
+import argparse
+
 import heapq
+import json
 import statistics
 
 import torch
@@ -18,6 +24,7 @@ from mixed_attn.testing import batch_indptrs
 H200 = dict(device_kind=1, device_arch=90, num_sms=132, device_sm90_extend=1, device_tma_encoder=1)
 SPLIT_CTA = 1.0  # step_cost.h kExtendSplitCtaUs
 FIT = dict(cta=17.0, key=0.022)  # step_cost.h kExtendCtaUs, kExtendKeyUs
+PERSISTENT_ITEM_US, PERSISTENT_START_US = 9.5, 7.5  # step_cost.h kPersistentItemUs, kPersistentStartUs
 
 # (name, new tokens, prefixes, measured us with one CTA per item, measured us with KV split 2)
 CASES = [
@@ -103,7 +110,65 @@ def snake(keys, splits, cta, key, sms=132):
     return max(loads)
 
 
+def persistent(keys, ctas, key, groups=8):
+    """step_cost.h PersistentLaunchEstimate: the items dealt to `ctas` CTAs in alternating directions."""
+    loads, pos, forward = [0.0] * ctas, 0, True
+    for k in keys:
+        left = groups
+        while left > 0:
+            take = min(left, ctas - pos)
+            base = pos if forward else ctas - pos - take
+            for j in range(take):
+                loads[base + j] += PERSISTENT_ITEM_US + key * k
+            left -= take
+            pos += take
+            if pos == ctas:
+                pos, forward = 0, not forward
+    return PERSISTENT_START_US + max(loads)
+
+
+def refit(launches):
+    best = None
+    for cta in [x * 0.5 for x in range(16, 41)]:
+        for key in [0.0200 + 0.0002 * i for i in range(21)]:
+            e = [abs(list_schedule(k, s, cta, key) / us - 1) for _, s, k, us in launches]
+            if best is None or statistics.median(e) < best[0]:
+                best = (statistics.median(e), max(e), cta, key)
+    return best
+
+
+def report(launches, models):
+    errors = {m: [] for m in models}
+    for name, s, keys, us in launches:
+        for m, fn in models.items():
+            errors[m].append(abs(fn(keys, s, **FIT) / us - 1))
+    for m, e in errors.items():
+        e = sorted(e)
+        print(f"{m}: median error {statistics.median(e):.1%}, p90 {e[int(0.9 * (len(e) - 1))]:.1%}, "
+              f"max {e[-1]:.1%} over {len(e)} launches")
+
+
+def main_sweep(path):
+    with open(path) as f:
+        data = json.load(f)
+    assert data["heads"] == [32, 8, 128], "the constants are for 32/8/128"
+    recs = [r for r in data["records"] if r["us"] > 0]
+    launches = [(r["variant"], r["kv_splits"], r["tile_keys"], r["us"]) for r in recs if r["variant"] != "persistent"]
+    report(launches, {"rounds": rounds, "list": list_schedule, "snake": snake})
+    e = sorted(abs(persistent(r["tile_keys"], r["ctas"], FIT["key"]) / r["us"] - 1)
+               for r in recs if r["variant"] == "persistent")
+    if e:
+        print(f"persistent: median error {statistics.median(e):.1%}, max {e[-1]:.1%} over {len(e)} launches")
+    med, worst, cta, key = refit(launches)
+    print(f"list refit: {cta} us a CTA, {key:.4f} us a key: median {med:.1%}, max {worst:.1%}")
+
+
 def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sweep", help="tools/sweep_extend_launches.py output")
+    args = ap.parse_args()
+    if args.sweep:
+        return main_sweep(args.sweep)
     launches = [(name, s, tile_keys(ext, pre, extend_kv_splits=s, extend_persistent=0), us)
                 for name, ext, pre, us1, us2 in CASES for s, us in ((1, us1), (2, us2))]
     i_keys = tile_keys(CASE_I[0], CASE_I[1], extend_kv_splits=2, extend_persistent=0)
@@ -121,13 +186,7 @@ def main():
     print(f"{'I fold split 2':16s} {CASE_I[2]:9.0f} " + " ".join(cells))
     for m, e in errors.items():
         print(f"{m}: median error {statistics.median(e):.1%}, max {max(e):.1%} over {len(e)} launches")
-    best = None
-    for cta in [x * 0.5 for x in range(16, 41)]:
-        for key in [0.0200 + 0.0002 * i for i in range(21)]:
-            e = [abs(list_schedule(k, s, cta, key) / us - 1) for _, s, k, us in launches]
-            if best is None or statistics.median(e) < best[0]:
-                best = (statistics.median(e), max(e), cta, key)
-    med, worst, cta, key = best
+    med, worst, cta, key = refit(launches)
     i_us = list_schedule(i_keys, 2, cta, key)
     print(f"list refit: {cta} us a CTA, {key:.4f} us a key: median {med:.1%}, max {worst:.1%}; "
           f"I fold {i_us:.0f} us against {CASE_I[2]:.0f} measured")
