@@ -7,11 +7,15 @@ import os
 import subprocess
 import sys
 
+import mixed_attn
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _run(*args):
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    # The child imports the mixed_attn this test runs against (the source tree's or an installed one).
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(mixed_attn.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (pkg_parent, os.environ.get("PYTHONPATH")) if p))
     return subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, check=True).stdout
 
 

@@ -4,20 +4,16 @@ one CTA per item (KV split 1 and 2) and as the persistent launch (split 1). Writ
 per launch: the composition, the variant, the plan's tile keys (costliest first, as the estimates
 see them) and the median time. tools/estimate_models.py --sweep FILE compares the estimate models
 on it and refits them.
-    python3 tools/sweep_extend_launches.py --n 120 --json sweep.json      (GPU, ~2 minutes)
-    python3 tools/sweep_extend_launches.py --n 8 --dry-run --json x.json  (CPU: plans only, us = 0)
+    PYTHONPATH=python python3 tools/sweep_extend_launches.py --n 120 --json sweep.json  (GPU, ~2 min)
+    PYTHONPATH=python python3 tools/sweep_extend_launches.py --n 8 --dry-run --json x.json  (CPU: plans)
+(any importable mixed_attn: the source tree's with PYTHONPATH=python, or an installed one).
 """
 
 import argparse
 import json
-import os
 import random
-import sys
 
 import torch
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "python"))
 
 HQ, HKV, D, PAGE = 32, 8, 128, 16
 VARIANTS = [("split1", dict(extend_kv_splits=1, extend_persistent=0)),
