@@ -94,37 +94,31 @@ def list_schedule(keys, splits, cta, key, sms=132):
     return end
 
 
-def snake(keys, splits, cta, key, sms=132):
-    loads, pos, forward = [0.0] * sms, 0, True
-    for per, t in cta_costs(keys, splits, cta, key):
-        left = per
-        while left > 0:
-            take = min(left, sms - pos)
-            base = pos if forward else sms - pos - take
-            for j in range(take):
-                loads[base + j] += t
-            left -= take
-            pos += take
-            if pos == sms:
-                pos, forward = 0, not forward
-    return max(loads)
-
-
-def persistent(keys, ctas, key, groups=8):
-    """step_cost.h PersistentLaunchEstimate: the items dealt to `ctas` CTAs in alternating directions."""
+def deal(tiles, ctas):
+    """Loads of `ctas` CTAs dealt the (count, cost) tiles in alternating directions, a run of
+    consecutive CTAs a tile (step_cost.h PersistentLaunchEstimate, the kernel's Sm90Schedule)."""
     loads, pos, forward = [0.0] * ctas, 0, True
-    for k in keys:
-        left = groups
+    for per, t in tiles:
+        left = per
         while left > 0:
             take = min(left, ctas - pos)
             base = pos if forward else ctas - pos - take
             for j in range(take):
-                loads[base + j] += PERSISTENT_ITEM_US + key * k
+                loads[base + j] += t
             left -= take
             pos += take
             if pos == ctas:
                 pos, forward = 0, not forward
-    return PERSISTENT_START_US + max(loads)
+    return loads
+
+
+def snake(keys, splits, cta, key, sms=132):
+    return max(deal(cta_costs(keys, splits, cta, key), sms))
+
+
+def persistent(keys, ctas, key, groups=8):
+    """step_cost.h PersistentLaunchEstimate: the items dealt to `ctas` CTAs."""
+    return PERSISTENT_START_US + max(deal(((groups, PERSISTENT_ITEM_US + key * k) for k in keys), ctas))
 
 
 def refit(launches):

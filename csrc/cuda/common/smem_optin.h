@@ -46,4 +46,14 @@ inline const char* opt_in_dynamic_smem(const void* kernel, int bytes) {
   return nullptr;
 }
 
+#if defined(MA_CUDA)
+// Lab builds of the co-residency experiment (tools/pending/coresident.sh): asks for the SM's
+// whole shared-memory carveout (228 KB) for a kernel. Left to the driver, an SM running one
+// large-shared-memory CTA may be set to the smallest carveout that fits it (196 KB for a 167 KB
+// extend CTA), leaving no room for another kernel's CTA beside it.
+inline void lab_prefer_max_smem_carveout(const void* kernel) {
+  cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+}
+#endif
+
 }  // namespace mixed_attn::gpu

@@ -24,10 +24,7 @@ const char* launch_stage1(int smem_bytes, int threads, dim3 grid, const DecodePa
     if (err != nullptr) return err;
   }
 #if defined(MA_DECODE_MIN_CTAS_PER_SM) && defined(MA_CUDA)
-  // Lab (tools/pending/coresident.sh): the SM's whole shared-memory carveout, as the extend
-  // kernel's, so a decode CTA may share an SM with an extend CTA.
-  cudaFuncSetAttribute(reinterpret_cast<const void*>(kKernel), cudaFuncAttributePreferredSharedMemoryCarveout,
-                       cudaSharedmemCarveoutMaxShared);
+  lab_prefer_max_smem_carveout(reinterpret_cast<const void*>(kKernel));  // so a decode CTA fits beside an extend CTA
 #endif
   kKernel<<<grid, threads, smem_bytes, stream>>>(p, c);
   return nullptr;

@@ -62,11 +62,7 @@ const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
   const char* smem_err = opt_in_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem);
   if (smem_err != nullptr) return smem_err;
 #if MA_SM90_D128_MAXNREG > 0
-  // Lab (tools/pending/coresident.sh): the whole shared-memory carveout (228 KB), so that the
-  // SM keeps room for a decode CTA beside this one (left to the driver, it may pick the smallest
-  // carveout that fits one extend CTA: 196 KB for the 167 KB of the two-warpgroup shape).
-  cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributePreferredSharedMemoryCarveout,
-                       cudaSharedmemCarveoutMaxShared);
+  lab_prefer_max_smem_carveout(reinterpret_cast<const void*>(kernel));  // room for a decode CTA beside it
 #endif
   if (kv_splits == 1) {
     const int64_t grid = persistent_ctas > 0 ? persistent_ctas : blocks;
