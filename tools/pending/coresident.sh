@@ -12,13 +12,19 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/coresident}
 mkdir -p "$OUT"
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+# The budget rule itself, on spin kernels (tools/coresidency_probe.cu), before the real kernels.
+if [ -z "${SKIP_PROBE:-}" ]; then
+  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -o /tmp/coresidency_probe tools/coresidency_probe.cu \
+    && /tmp/coresidency_probe | tee "$OUT/probe.txt"
+  el probe
+fi
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/python TORCH_CUDA_ARCH_LIST=9.0a MIXED_ATTN_CUDA_ARCHS=90a MAX_JOBS=16
 [ -d .peers/flashinfer ] && export PYTHONPATH=$PWD/.peers:$PYTHONPATH FLASHINFER_WORKSPACE_BASE=$HOME/fi_ws
 # The planner cuts tiles for the consumer warpgroups: MA_SM90_D128_WGS goes to C++ and CUDA alike.
 EXT="-DMA_SM90_D128_WGS=2 -DMA_SM90_D128_MAXNREG=136 -DMA_SM90_D128_PREGS2=24 -DMA_SM90_D128_CREGS2=192"
 # The decode capped at 200 registers (5 CTAs of 64 threads an SM): 12.8 K registers beside the
 # extend CTA's 52.2 K (uncapped it takes 187-241, which leaves no room on the SM).
-DEC="-DMA_DECODE_WARPS=2 -DMA_DECODE_RING_KB=48 -DMA_DECODE_MIN_CTAS_PER_SM=5"
+DEC=${DEC:-"-DMA_DECODE_WARPS=2 -DMA_DECODE_RING_KB=48 -DMA_DECODE_MIN_CTAS_PER_SM=5"}
 NINJA_JOBS=16 bash scripts/build_inplace.sh "-DMIXED_ATTN_HEAD_DIMS=128" "-DCMAKE_CXX_FLAGS=-DMA_SM90_D128_WGS=2" \
   "-DCMAKE_CUDA_FLAGS=$EXT $DEC" > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 el built
