@@ -6,7 +6,8 @@ measured in benchmarks/RESULTS.md (session 9, 32/8/128, page 16) and case I's fo
     PYTHONPATH=python python3 tools/estimate_models.py
 With --sweep FILE (tools/sweep_extend_launches.py's output, measured on the GPU), the same over
 the sweep's launches of one CTA per item, the persistent estimate (PersistentLaunchEstimate) over
-its persistent ones, and the refit on the sweep.
+its persistent ones, the refit on the sweep, and the launch each model would pick per composition
+(benchmarks/results/extend_launch_sweep.json is the sweep of session 11, H200).
 """
 
 import argparse
@@ -24,6 +25,7 @@ from mixed_attn.testing import batch_indptrs
 H200 = dict(device_kind=1, device_arch=90, num_sms=132, device_sm90_extend=1, device_tma_encoder=1)
 SPLIT_CTA = 1.0  # step_cost.h kExtendSplitCtaUs
 FIT = dict(cta=17.0, key=0.022)  # step_cost.h kExtendCtaUs, kExtendKeyUs
+LIST_FIT = dict(cta=15.5, key=0.022)  # the list-schedule patch's refit (tools/pending)
 PERSISTENT_ITEM_US, PERSISTENT_START_US = 9.5, 7.5  # step_cost.h kPersistentItemUs, kPersistentStartUs
 
 # (name, new tokens, prefixes, measured us with one CTA per item, measured us with KV split 2)
@@ -116,9 +118,9 @@ def snake(keys, splits, cta, key, sms=132):
     return max(deal(cta_costs(keys, splits, cta, key), sms))
 
 
-def persistent(keys, ctas, key, groups=8):
+def persistent(keys, ctas, key, groups=8, start=PERSISTENT_START_US):
     """step_cost.h PersistentLaunchEstimate: the items dealt to `ctas` CTAs."""
-    return PERSISTENT_START_US + max(deal(((groups, PERSISTENT_ITEM_US + key * k) for k in keys), ctas))
+    return start + max(deal(((groups, PERSISTENT_ITEM_US + key * k) for k in keys), ctas))
 
 
 def refit(launches):
@@ -155,6 +157,39 @@ def main_sweep(path):
         print(f"persistent: median error {statistics.median(e):.1%}, max {e[-1]:.1%} over {len(e)} launches")
     med, worst, cta, key = refit(launches)
     print(f"list refit: {cta} us a CTA, {key:.4f} us a key: median {med:.1%}, max {worst:.1%}")
+    decisions(recs)
+
+
+PERSISTENT_MARGIN = 0.05  # step_cost.h kPersistentMargin
+
+
+def decisions(recs):
+    """The launch each model would pick for each composition of the sweep (the KV split with the
+    lower estimate; unsplit, persistent unless one CTA per item is estimated 5% faster), and what
+    the pick costs against the fastest of the three measured launches."""
+    comps = {}
+    for r in recs:
+        comps.setdefault((tuple(r["ext"]), tuple(r["pre"])), {})[r["variant"]] = r
+    for label, fn, fit in (("rounds", rounds, FIT), ("list", list_schedule, LIST_FIT)):
+        regret, wrong = [], 0
+        for v in comps.values():
+            if len(v) < 3:
+                continue
+            est = {s: fn(v[f"split{s}"]["tile_keys"], s, **fit) for s in (1, 2)}
+            pick = "split2" if est[2] < est[1] else "split1"
+            if pick == "split1":
+                p = v["persistent"]
+                # kPersistentStartUs is kExtendCtaUs - kPersistentItemUs in step_cost.h.
+                pers = persistent(p["tile_keys"], p["ctas"], fit["key"], start=fit["cta"] - PERSISTENT_ITEM_US)
+                if not est[1] < (1 - PERSISTENT_MARGIN) * pers:
+                    pick = "persistent"
+            best = min(x["us"] for x in v.values())
+            regret.append(v[pick]["us"] / best - 1)
+            wrong += regret[-1] > 0.02
+        regret.sort()
+        print(f"{label} picks: {wrong} of {len(regret)} compositions more than 2% off the fastest launch; "
+              f"mean cost {statistics.mean(regret):.1%}, p90 {regret[int(0.9 * (len(regret) - 1))]:.1%}, "
+              f"max {regret[-1]:.1%}")
 
 
 def main():
