@@ -189,3 +189,31 @@ def test_sm_aware_splits_are_equal_and_wave_aware():
     info, m, seq = plan([1] * 4, [30000] * 4, Hkv=8, num_sms=132)
     chunk, n = int(m["decode_chunk_tokens"][0]), int(m["decode_split_indptr"][1])
     assert n > 1 and seq[0] - (n - 1) * chunk > chunk - n * 64
+
+
+def test_wave_aware_splits_cut_the_longest_row_to_fill_a_wave():
+    # Measured on the H200 (benchmarks/RESULTS.md, session 11, tools/sweep_decode_splits.py).
+    # 2 rows at 128k over 8 kv heads, 132 SMs x 2 CTAs: the fill chunk (total keys / 264) gives 17
+    # splits, 272 CTAs, one past a wave, and its multiples 11 (176 CTAs: 0.323 ms); cutting the
+    # longest row gives 16 splits, 256 CTAs in one wave (0.274 ms).
+    info, m, seq = plan([1] * 2, [131071] * 2, Hkv=8, num_sms=132)
+    assert field(info, "max_splits") == 16 and field(info, "num_partials") == 32
+    # 8 rows at 128k: 4 splits, 256 CTAs (1.000 ms, against 1.120 for 3 splits, 192 CTAs).
+    info, m, seq = plan([1] * 8, [131071] * 8, Hkv=8, num_sms=132)
+    assert field(info, "max_splits") == 4 and field(info, "num_partials") == 32
+    # Rows of 512-16k keys: the fill chunk is longer than every row, yet the longest rows are
+    # split, so they do not make a last wave of their own (0.80 ms against 0.91 unsplit).
+    rng = random.Random(5)
+    lens = [rng.randint(512, 16384) for _ in range(96)]
+    info, m, seq = plan([1] * 96, [x - 1 for x in lens], Hkv=8, num_sms=132)
+    assert field(info, "max_splits") > 4
+    # A batch that fills the GPU with rows of one length stays unsplit (128 rows at 4k: 1024 CTAs).
+    info, m, seq = plan([1] * 128, [4095] * 128, Hkv=8, num_sms=132)
+    assert field(info, "max_splits") == 1
+    # Graph-safe plans never go below the fill chunk (the bucket's slot bound holds): the 96 rows
+    # of 512-16k keys stay unsplit there.
+    w = MixedAttention(32, 8, 128, 16, device="cpu", cuda_graph=True, max_batch=96, max_tokens=96, num_sms=132)
+    qo, kv, seq = batch_indptrs([1] * 96, [x - 1 for x in lens], 16)
+    t = lambda x: torch.tensor(x, dtype=torch.int32)  # noqa: E731
+    info = w.plan(t(qo), t(kv), t(seq))
+    assert field(info, "max_splits") == 1

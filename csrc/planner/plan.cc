@@ -294,7 +294,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   extend_rows.resize(B);
   kv_start.resize(B);
   chunk.resize(B);
-  int64_t Nd = 0, Ne = 0, sum_keys = 0, max_keys = 0;
+  int64_t Nd = 0, Ne = 0, sum_keys = 0, max_keys = 0, min_keys = INT64_MAX;
   int32_t max_decode_q = 0, max_q = 0, max_seq = 0;
   bool bad = false;
   for (int32_t b = 0; b < B; ++b) {
@@ -311,6 +311,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
       chunk[Nd] = int32_t(keys);
       sum_keys += keys;
       max_keys = std::max(max_keys, keys);
+      min_keys = std::min(min_keys, keys);
       decode_rows[Nd++] = b;
     } else {
       extend_rows[Ne++] = b;
@@ -356,27 +357,71 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     const int64_t target_ctas = int64_t(cfg.device.num_sms) * cfg.ctas_per_sm;
     chunk_all = ceil_div(total_keys * cfg.num_kv_heads, std::max<int64_t>(1, target_ctas));
     chunk_all = round_up(std::max<int64_t>(chunk_all, cfg.min_split_tokens), align);
-    if (chunk_all < max_keys) {
-      // Wave-aware: the launch lasts about (waves of target_ctas CTAs) x (longest split), so a
-      // larger chunk that drops a partial last wave is faster (benchmarks/RESULTS.md, session 5:
-      // 128 rows at 8k over one kv head, 3 splits in 1.45 waves against 2 in 0.97). Only larger
-      // chunks are tried (fewer slots: the graph bucket's bound holds); ties keep fewer CTAs.
+    // Wave-aware: the launch lasts about (waves of target_ctas CTAs) x (its longest split plus a
+    // CTA's fixed cost), so the chunk is the candidate with the lowest such cost; ties keep fewer
+    // CTAs. Candidates: the fill chunk above x 1, 1.5, 2, 3 (a larger chunk that drops a partial
+    // last wave: benchmarks/RESULTS.md, session 5, 128 rows at 8k over one kv head, 3 splits in
+    // 1.45 waves against 2 in 0.97), and the longest row cut in n equal splits (session 11: 2 rows
+    // at 128k take 16 splits, 256 CTAs in one wave, against the fill chunk's 11, 176 CTAs: 15%
+    // faster; 96 rows of 512-16k keys, which the fill chunk left unsplit, 13% faster at 1-2k keys
+    // a split, because the longest rows no longer make a last wave of their own). Graph-safe plans
+    // try no chunk below the fill chunk (fewer slots, so the bucket's bound holds).
+    constexpr int64_t kCtaFixedKeys = 64;  // a CTA's fixed cost in keys (session 11 split sweep)
+    int64_t cands[16];
+    int num_cands = 0;
+    auto add = [&](int64_t c) {
+      c = std::min(round_up(std::max<int64_t>(c, cfg.min_split_tokens), align), round_up(max_keys, align));
+      if (cfg.graph_safe && c < chunk_all) return;
+      for (int i = 0; i < num_cands; ++i)
+        if (cands[i] == c) return;
+      cands[num_cands++] = c;
+    };
+    for (int64_t num : {2, 3, 4, 6}) add(chunk_all * num / 2);  // chunk_all x num / 2
+    for (int64_t n : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32})
+      if (n <= cfg.max_splits_per_row) add(ceil_div(max_keys, n));
+    if (num_cands > 1) {
+      // Each candidate's cost from below in O(1), so that the pass over the rows runs only for a
+      // candidate that can still win. Splits: each row takes at least those of the shortest row
+      // and, when no row reaches the per-row cap, the rows together at least sum_keys / c; a
+      // row's CTAs per split are at least a one-query row's. The longest row's split is exact.
+      const int64_t H = cfg.num_kv_heads, target = std::max<int64_t>(1, target_ctas);
+      const int64_t cap = cfg.max_splits_per_row;
+      int64_t bound[16];
+      for (int i = 0; i < num_cands; ++i) {
+        const int64_t c = cands[i];
+        int64_t cm;
+        row_splits(max_keys, c, align, cfg, &cm);
+        int64_t splits = Nd * std::min(ceil_div(min_keys, c), cap);
+        if (max_keys <= cap * c) splits = std::max(splits, ceil_div(sum_keys, c));
+        bound[i] = ceil_div(splits * one_query_ctas * H, target) * (std::min(max_keys, cm) + kCtaFixedKeys);
+      }
+      for (int i = 1; i < num_cands; ++i)  // by bound, ties larger chunk first (<= 14 entries)
+        for (int j = i; j > 0 && (bound[j] < bound[j - 1] || (bound[j] == bound[j - 1] && cands[j] > cands[j - 1]));
+             --j)
+          std::swap(bound[j], bound[j - 1]), std::swap(cands[j], cands[j - 1]);
       int64_t best_cost = -1, best_chunk = chunk_all;
-      for (int64_t num : {2, 3, 4, 6}) {  // chunk_all x num / 2
-        const int64_t c = round_up(chunk_all * num / 2, align);
+      for (int i = 0; i < num_cands; ++i) {
+        const int64_t c = cands[i];
+        if (best_cost >= 0 && (bound[i] > best_cost || (bound[i] == best_cost && c <= best_chunk))) continue;
         int64_t ctas = 0, longest = 0, row_chunk;
-        for (int64_t d = 0; d < Nd; ++d) {
-          const int64_t keys = chunk[d];  // the key counts of step 1
-          const int64_t n = row_splits(keys, c, align, cfg, &row_chunk);
-          ctas +=
-              n * (max_decode_q <= 1 ? one_query_ctas : decode_row_ctas(extend_len(decode_rows[d]), group, cta_blocks));
-          longest = std::max(longest, std::min(keys, row_chunk));
+        if (c >= max_keys && max_decode_q <= 1) {  // no row splits: no pass needed
+          ctas = Nd * one_query_ctas, longest = max_keys;
+        } else {
+          for (int64_t d = 0; d < Nd; ++d) {
+            const int64_t keys = chunk[d];  // the key counts of step 1
+            const int64_t n = row_splits(keys, c, align, cfg, &row_chunk);
+            ctas += n * (max_decode_q <= 1 ? one_query_ctas
+                                           : decode_row_ctas(extend_len(decode_rows[d]), group, cta_blocks));
+            longest = std::max(longest, std::min(keys, row_chunk));
+          }
         }
-        const int64_t cost = ceil_div(ctas * cfg.num_kv_heads, std::max<int64_t>(1, target_ctas)) * longest;
-        if (best_cost < 0 || cost <= best_cost) best_cost = cost, best_chunk = c;
-        if (c >= max_keys) break;  // one split per row already
+        const int64_t cost = ceil_div(ctas * H, target) * (longest + kCtaFixedKeys);
+        if (best_cost < 0 || cost < best_cost || (cost == best_cost && c > best_chunk))
+          best_cost = cost, best_chunk = c;
       }
       chunk_all = best_chunk;
+    } else if (num_cands == 1) {
+      chunk_all = cands[0];
     }
   }
   int32_t max_splits = 0;
