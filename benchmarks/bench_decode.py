@@ -58,6 +58,11 @@ CASES = {
 }
 POLICIES = [
     ("sm2", dict(ctas_per_sm=2)),  # the planner's default
+    # The two tensor-core stage-1 kernels forced (the default plan picks one of them): queries on
+    # the MMA's M side (wide), or keys there with <= 8 (query, head) pairs a CTA (narrow).
+    ("wide", dict(ctas_per_sm=2, decode_backend="tensor_core")),
+    ("narrow", dict(ctas_per_sm=2, decode_backend="tensor_core_narrow")),
+    ("det4096n", dict(deterministic=True, fixed_split_tokens=4096, decode_backend="tensor_core_narrow")),
     ("sm1", dict(ctas_per_sm=1)),
     ("sm4", dict(ctas_per_sm=4)),
     ("det2048", dict(deterministic=True, fixed_split_tokens=2048)),

@@ -47,6 +47,21 @@ def test_sanitize_verify_rows(backend, page_size, kv_dtype):
     assert_close_to_reference(out, lse, ro, rl, torch.bfloat16, loose=3.0 if kv_dtype else 1.0)
 
 
+@pytest.mark.parametrize("page_size", [1, 16])
+@pytest.mark.parametrize("kv_dtype", [None, FP8], ids=["bf16", "fp8"])
+def test_sanitize_narrow_decode(page_size, kv_dtype):
+    # The narrow stage 1 (<= 8 pairs a CTA): verify rows of 2 at group 4, one-token rows, split.
+    ext, pre = [2, 1, 2, 40, 1], [500, 90, 0, 20, 1000]
+    b = make_batch(ext, pre, num_qo_heads=8, num_kv_heads=2, head_dim=128, page_size=page_size,
+                   kv_dtype=kv_dtype, device="cuda", seed=page_size + 9)
+    sinks = torch.randn(8, device="cuda")
+    opts = dict(window_left=300, logit_cap=20.0, sinks=sinks)
+    out, lse, *_ = run_op(b, decode_backend="tensor_core_narrow", deterministic=True,
+                          fixed_split_tokens=128, **opts)
+    ro, rl, *_ = run_reference(b, **opts)
+    assert_close_to_reference(out, lse, ro, rl, torch.bfloat16, loose=3.0 if kv_dtype else 1.0)
+
+
 @pytest.mark.parametrize("persistent", [True, False], ids=["persistent", "per_item"])
 @pytest.mark.parametrize("page_size", [1, 16])
 @pytest.mark.parametrize("head_dim", [64, 128, 256])

@@ -196,3 +196,29 @@ def test_default_decode_max_q_is_two_blocks_or_one_half_at_head_dim_256(d, hq, h
     assert int(torch.ops.mixed_attn.launch_policy(cfg)[8]) == expect
     cfg = make_config("cpu", 16, hq, hkv, d, decode_max_q=6, **H200)
     assert int(torch.ops.mixed_attn.launch_policy(cfg)[8]) == 6
+
+
+@pytest.mark.parametrize("hq, hkv, expect", [(32, 8, 2), (16, 2, 1), (8, 8, 8), (8, 1, 1)])
+def test_narrow_decode_takes_the_rows_that_fit_one_cta(hq, hkv, expect):
+    """decode_backend='tensor_core_narrow' (decode_kernel=4): at most 8 (query, head) pairs of a kv
+    head a CTA, so by default rows of up to 8 / group tokens are decode rows, and the plan of a
+    step records the narrow kernel."""
+    p = policy(H200, hq=hq, hkv=hkv, decode_kernel=4)
+    assert p["decode"] == 4
+    cfg = make_config("cpu", 16, hq, hkv, 128, decode_kernel=4, **H200)
+    assert int(torch.ops.mixed_attn.launch_policy(cfg)[8]) == expect
+    info = plan(H200, [1, 1, expect, expect + 1], [4000, 30, 900, 50], hq=hq, hkv=hkv, decode_kernel=4)
+    assert field(info, "decode_kernel") == 4 and field(info, "num_decode_rows") == 3
+    assert field(info, "decode_cta_blocks") == 1
+
+
+def test_narrow_decode_refuses_what_it_cannot_serve():
+    with pytest.raises(RuntimeError, match="GQA group is 16"):
+        policy(H200, hq=16, hkv=1, decode_kernel=4)
+    with pytest.raises(RuntimeError, match="decode_max_q=3 with decode_backend='tensor_core_narrow'"):
+        policy(H200, hq=32, hkv=8, decode_kernel=4, decode_max_q=3)
+    with pytest.raises(RuntimeError, match="decode_backend='tensor_core_narrow' is a CUDA"):
+        policy(MI300, decode_kernel=4)
+    cfg = make_config("cpu", 16, 32, 8, 128, decode_kernel=4)  # the CPU device
+    with pytest.raises(RuntimeError, match="decode_backend='tensor_core_narrow' is a GPU kernel"):
+        torch.ops.mixed_attn.launch_policy(cfg)

@@ -42,6 +42,7 @@ const char* decode_kernel_name(DecodeKernel k) {
     case DecodeKernel::kTensorCore: return "tensor_core";
     case DecodeKernel::kPortable: return "portable";
     case DecodeKernel::kHost: return "cpu";
+    case DecodeKernel::kTensorCoreNarrow: return "tensor_core_narrow";
   }
   return "?";
 }
@@ -131,18 +132,24 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
   // The decode stage-1 kernel.
   const DecodeKernel dwant = req.decode_kernel;
   if (dev.kind == DeviceKind::kCpu) {
-    if (dwant == DecodeKernel::kTensorCore || dwant == DecodeKernel::kPortable)
+    if (dwant != DecodeKernel::kAuto && dwant != DecodeKernel::kHost)
       return cat("decode_backend='", decode_kernel_name(dwant), "' is a GPU kernel: the plan is for the CPU");
     p.decode_kernel = DecodeKernel::kHost;
   } else if (dwant == DecodeKernel::kHost) {
     return cat("decode_backend='cpu' plans for the CPU implementation, but the device is ", describe(dev));
   } else if (dev.kind == DeviceKind::kHip) {
-    if (dwant == DecodeKernel::kTensorCore)
-      return "decode_backend='tensor_core' is the CUDA mma.sync kernel; AMD GPUs run 'portable'";
+    if (dwant == DecodeKernel::kTensorCore || dwant == DecodeKernel::kTensorCoreNarrow)
+      return cat("decode_backend='", decode_kernel_name(dwant), "' is a CUDA mma.sync kernel; AMD GPUs run 'portable'");
     p.decode_kernel = DecodeKernel::kPortable;
   } else {
-    p.decode_kernel = dwant == DecodeKernel::kPortable ? DecodeKernel::kPortable : DecodeKernel::kTensorCore;
+    p.decode_kernel = dwant == DecodeKernel::kAuto ? DecodeKernel::kTensorCore : dwant;
+    p.decode_narrow_when_fits =
+        dwant == DecodeKernel::kAuto && kDecodeNarrowByDefault && group_size <= kDecodeNarrowPairs;
   }
+  const bool narrow = p.decode_kernel == DecodeKernel::kTensorCoreNarrow;
+  if (narrow && group_size > kDecodeNarrowPairs)
+    return cat("decode_backend='tensor_core_narrow' serves at most ", kDecodeNarrowPairs,
+               " (query, head) pairs of a kv head a CTA; this model's GQA group is ", group_size);
 
   // Decode-class rows: by default those of at most kDecodeDefaultPairs (query, head) pairs (two
   // MMA blocks, one tensor-core CTA reading each K/V tile once for all of them); at four blocks
@@ -150,8 +157,14 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
   // portable and host kernels take the same rows (one classification for every path).
   if (req.decode_max_q < 0 || req.decode_max_q > kDecodeMaxQueries)
     return cat("decode_max_q must be in [1, ", kDecodeMaxQueries, "] (0: the policy's), got ", req.decode_max_q);
+  if (narrow && req.decode_max_q * group_size > kDecodeNarrowPairs)
+    return cat("decode_max_q=", req.decode_max_q, " with decode_backend='tensor_core_narrow': ", req.decode_max_q,
+               " queries x a GQA group of ", group_size, " pass the kernel's ", kDecodeNarrowPairs,
+               " (query, head) pairs a CTA");
   if (req.decode_max_q > 0) {
     p.decode_max_q = req.decode_max_q;
+  } else if (narrow) {
+    p.decode_max_q = kDecodeNarrowPairs / group_size;  // the rows that fit one CTA
   } else {
     // Head dim 256: one 8-row half of one block. Graph-safe and deterministic launches are sized
     // for this bound, and there the two-block and the two-half kernels (its CTA has two warps and

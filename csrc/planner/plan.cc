@@ -333,6 +333,11 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
       (cfg.graph_safe || cfg.deterministic) ? std::max(1, policy.decode_max_q) : std::max(1, max_decode_q);
   const int cta_blocks =
       decode_cta_blocks(launch_q, group, cfg.head_dim, cfg.kv_fp8, policy.decode_kernel == DecodeKernel::kTensorCore);
+  // The stage-1 kernel of this step: the narrow one where the policy lets the step pick it and
+  // every decode row fits (one CTA of <= 8 pairs: the same grid and CTA count as the wide one).
+  const DecodeKernel decode_kernel = policy.decode_narrow_when_fits && launch_q * group <= kDecodeNarrowPairs
+                                         ? DecodeKernel::kTensorCoreNarrow
+                                         : policy.decode_kernel;
   const int64_t one_query_ctas = decode_row_ctas(1, group, cta_blocks);
   chunk.resize(Nd);  // the key counts of step 1
   split_indptr.resize(Nd + 1);
@@ -624,7 +629,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   info[kPlanExtendKvSplits] = extend_kv_splits;
   info[kPlanExtendTma] = policy.extend_tma ? 1 : 0;
   info[kPlanExtendCtas] = extend_ctas;
-  info[kPlanDecodeKernel] = int64_t(policy.decode_kernel);
+  info[kPlanDecodeKernel] = int64_t(decode_kernel);
   info[kPlanKvFp8] = cfg.kv_fp8 ? 1 : 0;
   info[kPlanGraphSafe] = cfg.graph_safe ? 1 : 0;
   info[kPlanGraphMaxRows] = cfg.graph_safe ? cfg.graph_max_rows : 0;
@@ -740,7 +745,7 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
   };
   for (auto e : {in(kCfgMode, 0, 2), in(kCfgDeterministic, 0, 1), in(kCfgKvFp8, 0, 1), in(kCfgDeviceKind, 0, 2),
                  in(kCfgDeviceSm90Extend, 0, 1), in(kCfgDeviceTmaEncoder, 0, 1), in(kCfgDeviceHipMfma, 0, 1),
-                 in(kCfgExtendKernel, 0, 3), in(kCfgDecodeKernel, 0, 3), in(kCfgExtendTma, -1, 1),
+                 in(kCfgExtendKernel, 0, 3), in(kCfgDecodeKernel, 0, 4), in(kCfgExtendTma, -1, 1),
                  in(kCfgExtendPersistent, -1, 1), in(kCfgGraphSafe, 0, 1), in(kCfgWindowLeft, -1, INT32_MAX)})
     if (!e.empty()) return e;
   PlanConfig& c = *cfg;

@@ -8,7 +8,7 @@ launchers never read the environment. The README has the same table.
 | MIXED_ATTN_MODE | split / fold / auto | split | default of mode= |
 | MIXED_ATTN_SPLIT_DISPATCH | 0 / 1 | 1 | 0 forces mode="fold" (every row through the extend kernel) |
 | MIXED_ATTN_EXTEND_KERNEL | auto / mma / sm90 | auto | default of extend_backend= |
-| MIXED_ATTN_DECODE_KERNEL | auto / tensor_core / portable | auto | default of decode_backend= |
+| MIXED_ATTN_DECODE_KERNEL | auto / tensor_core / tensor_core_narrow / portable | auto | default of decode_backend= |
 | MIXED_ATTN_EXTEND_KV_SPLITS | 0..2 | 0 (policy) | default of extend_kv_splits= |
 | MIXED_ATTN_EXTEND_TMA | auto / 0 / 1 | auto | default of extend_tma= |
 | MIXED_ATTN_EXTEND_PERSISTENT | auto / 0 / 1 | auto | default of extend_persistent= |
@@ -20,7 +20,7 @@ import os
 _FALSE = ("0", "false", "off", "no")
 
 EXTEND_KERNELS = {"auto": 0, "mma": 1, "sm90": 2, "cpu": 3}
-DECODE_KERNELS = {"auto": 0, "tensor_core": 1, "portable": 2, "cpu": 3}
+DECODE_KERNELS = {"auto": 0, "tensor_core": 1, "portable": 2, "cpu": 3, "tensor_core_narrow": 4}
 
 
 def _read(name, default, allowed=None):

@@ -18,7 +18,7 @@ MODE_FOLD = 1
 MODE_AUTO = 2  # per step split or fold by the step-cost estimate; a plan records the one chosen
 MODE_NAMES = ("split", "fold", "auto")  # by DispatchMode value
 EXTEND_KERNEL_NAMES = ("auto", "mma", "sm90", "cpu")
-DECODE_KERNEL_NAMES = ("auto", "tensor_core", "portable", "cpu")
+DECODE_KERNEL_NAMES = ("auto", "tensor_core", "portable", "cpu", "tensor_core_narrow")
 
 # Defaults of the config fields a caller may leave out (the wrapper's defaults).
 CONFIG_DEFAULTS = dict(window_left=-1, mode=MODE_SPLIT, deterministic=0, fixed_split_tokens=2048,

@@ -82,7 +82,8 @@ class MixedAttention:
         validate: check page ids on the host before each run (syncs; for debugging).
         extend_backend: "auto" (the sm_90a kernel on H100/H200 builds with sm_90a, else the
             portable one), "mma" (the portable mma.sync / MFMA kernel) or "sm90".
-        decode_backend: "auto", "tensor_core" (CUDA) or "portable" (matrix-free stage 1).
+        decode_backend: "auto", "tensor_core" (CUDA), "tensor_core_narrow" (CUDA, rows of at most 8
+            (query, head) pairs of a kv head: decode_max_q x group <= 8) or "portable" (matrix-free stage 1).
         extend_kv_splits: 0 lets the plan split extend tiles' K/V over a 2-CTA cluster when its
             step-cost estimate says the split launch is faster (few long tiles; never in
             deterministic or graph-safe mode); 1 or 2 fixes it.

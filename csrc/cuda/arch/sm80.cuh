@@ -1,5 +1,5 @@
 // NVIDIA sm_80+ instruction wrappers shared by the decode and extend kernels: shared-memory
-// addresses, cp.async, ldmatrix, mma.sync m16n8k16 (bf16 / fp16 in, fp32 accumulators) and
+// addresses, cp.async, ldmatrix, movmatrix, mma.sync m16n8k16 (bf16 / fp16 in, fp32 accumulators) and
 // the packing of two floats into one b16x2 operand register. CUDA only; the HIP stand-ins
 // are in extend/portable/mma.cuh.
 //
@@ -44,6 +44,14 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(smem_row)));
+}
+
+// The transpose of an 8x8 b16 matrix held in the m8n8 fragment layout (lane l: row l / 4,
+// columns 2 (l % 4) and 2 (l % 4) + 1 in one register), within the warp (sm_75+).
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+  uint32_t y;
+  asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
 }
 
 // c += a * b for one 16x8x16 tile; T = ma_bf16 or ma_half (the operands' type).

@@ -2,5 +2,5 @@
 #include "cuda/decode/launch_head_dim.cuh"
 
 namespace mixed_attn::gpu::decode {
-template const char* launch_decode_head_dim<256>(const DecodeParams&, bool, gpuStream_t);
+template const char* launch_decode_head_dim<256>(const DecodeParams&, DecodeKernel, gpuStream_t);
 }  // namespace mixed_attn::gpu::decode

@@ -6,7 +6,7 @@
 namespace mixed_attn::gpu {
 namespace decode {
 template <int D>
-const char* launch_decode_head_dim(const DecodeParams& p, bool portable, gpuStream_t stream);
+const char* launch_decode_head_dim(const DecodeParams& p, DecodeKernel kernel, gpuStream_t stream);
 }  // namespace decode
 
 namespace {
@@ -46,17 +46,22 @@ const char* launch_decode(const DecodeParams& p, void* stream) {
     return "decode: q, out and the KV cache need 16-byte aligned rows";
   // The stage-1 kernel the plan chose: tensor cores (CUDA), or the matrix-free
   // one (HIP; on CUDA an independent second implementation for the tests).
-  const bool portable = a.plan.decode_kernel == int32_t(DecodeKernel::kPortable);
-  if (!portable && a.plan.decode_kernel != int32_t(DecodeKernel::kTensorCore))
+  const DecodeKernel kernel = DecodeKernel(a.plan.decode_kernel);
+  if (kernel != DecodeKernel::kPortable && kernel != DecodeKernel::kTensorCore &&
+      kernel != DecodeKernel::kTensorCoreNarrow)
     return "decode: the plan was made for another device (its decode kernel is not a GPU kernel)";
 #if defined(MA_HIP)
-  if (!portable) return "decode: the tensor-core stage 1 is CUDA only; plan with decode_backend='portable'";
+  if (kernel != DecodeKernel::kPortable)
+    return "decode: the tensor-core stage 1 is CUDA only; plan with decode_backend='portable'";
 #endif
+  if (kernel == DecodeKernel::kTensorCoreNarrow &&
+      (a.plan.decode_max_q * (a.num_qo_heads / a.num_kv_heads) > kDecodeNarrowPairs || a.plan.decode_cta_blocks != 1))
+    return "decode: the plan's decode rows pass the narrow stage 1's 8 (query, head) pairs a CTA";
   const gpuStream_t s = static_cast<gpuStream_t>(stream);
   switch (a.head_dim) {
-    case 64: return MA_IF_HD64((decode::launch_decode_head_dim<64>(p, portable, s)));
-    case 128: return MA_IF_HD128((decode::launch_decode_head_dim<128>(p, portable, s)));
-    case 256: return MA_IF_HD256((decode::launch_decode_head_dim<256>(p, portable, s)));
+    case 64: return MA_IF_HD64((decode::launch_decode_head_dim<64>(p, kernel, s)));
+    case 128: return MA_IF_HD128((decode::launch_decode_head_dim<128>(p, kernel, s)));
+    case 256: return MA_IF_HD256((decode::launch_decode_head_dim<256>(p, kernel, s)));
     default: return "decode: head_dim must be 64, 128 or 256";
   }
 }

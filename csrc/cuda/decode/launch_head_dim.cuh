@@ -1,5 +1,5 @@
 // Host side of the decode for one head dim: picks the stage-1 instantiation
-// (q dtype x cache dtype x rows per block), launches it over (split, kv head x
+// (kernel x q dtype x cache dtype x rows per block), launches it over (split, kv head x
 // block of (query, head) pairs, decode row), then the merge for rows with more
 // than one split.
 // Included by one decode/instantiate_hd*.cu per head dim so the builds run in parallel.
@@ -7,6 +7,7 @@
 #include "cuda/build_variants.h"
 #include "cuda/common/smem_optin.h"
 #include "cuda/decode/common.cuh"
+#include "cuda/decode/stage1_narrow.cuh"
 #include "cuda/decode/stage1_portable.cuh"
 #include "cuda/decode/stage1_tensor_core.cuh"
 
@@ -23,7 +24,7 @@ const char* launch_stage1(int smem_bytes, int threads, dim3 grid, const DecodePa
     const char* err = opt_in_dynamic_smem(reinterpret_cast<const void*>(kKernel), smem_bytes);
     if (err != nullptr) return err;
   }
-#if defined(MA_DECODE_MIN_CTAS_PER_SM) && defined(MA_CUDA)
+#if (defined(MA_DECODE_MIN_CTAS_PER_SM) || defined(MA_DECODE_NARROW_MAXNREG)) && defined(MA_CUDA)
   lab_prefer_max_smem_carveout(reinterpret_cast<const void*>(kKernel));  // so a decode CTA fits beside an extend CTA
 #endif
   kKernel<<<grid, threads, smem_bytes, stream>>>(p, c);
@@ -57,13 +58,24 @@ const char* launch_tc(int blocks, bool two_halves, dim3 grid, const DecodeParams
 #endif
 
 template <int D, typename QT>
-const char* launch_stage1_typed(const DecodeParams& p, const DecodeConsts& c, dim3 grid, bool portable,
+const char* launch_stage1_typed(const DecodeParams& p, const DecodeConsts& c, dim3 grid, DecodeKernel kernel,
                                 gpuStream_t stream) {
   const bool fp8 = p.attn.kv_dtype == DType::kFloat8E4M3;
+  const bool portable = kernel == DecodeKernel::kPortable;
 #if defined(MA_NO_FP8)
   if (fp8) return "this build has no kernels for float8_e4m3fn caches (MIXED_ATTN_FP8=OFF)";
 #endif
 #if defined(MA_CUDA)
+  if (kernel == DecodeKernel::kTensorCoreNarrow) {
+#if !defined(MA_NO_FP8)
+    if (fp8) {
+      using Tr = NarrowTraits<D, true>;
+      return launch_stage1<decode_split_narrow_kernel<D, QT, true>>(Tr::kSmemBytes, Tr::kThreads, grid, p, c, stream);
+    }
+#endif
+    using Tr = NarrowTraits<D, false>;
+    return launch_stage1<decode_split_narrow_kernel<D, QT, false>>(Tr::kSmemBytes, Tr::kThreads, grid, p, c, stream);
+  }
   if (!portable) {
     // Both 8-row halves of the MMA when a block can hold more than 8 (query, head) pairs; the
     // plan's blocks per CTA (decode_cta_blocks) pick the rest.
@@ -84,7 +96,7 @@ const char* launch_stage1_typed(const DecodeParams& p, const DecodeConsts& c, di
 }
 
 template <int D>
-const char* launch_decode_head_dim(const DecodeParams& p, bool portable, gpuStream_t stream) {
+const char* launch_decode_head_dim(const DecodeParams& p, DecodeKernel kernel, gpuStream_t stream) {
   const AttentionCommon& a = p.attn;
   const DecodeConsts c = make_consts(a);
   // Normal plans: (split, (kv head, pair block), decode row). Graph-safe plans: (arena slot of
@@ -95,8 +107,8 @@ const char* launch_decode_head_dim(const DecodeParams& p, bool portable, gpuStre
   const dim3 grid =
       graph ? dim3(a.plan.graph_max_partials, heads, 1) : dim3(a.plan.max_splits, heads, a.plan.num_decode_rows);
   const bool bf16 = a.q_dtype == DType::kBFloat16;
-  const char* err = bf16 ? launch_stage1_typed<D, ma_bf16>(p, c, grid, portable, stream)
-                         : launch_stage1_typed<D, ma_half>(p, c, grid, portable, stream);
+  const char* err = bf16 ? launch_stage1_typed<D, ma_bf16>(p, c, grid, kernel, stream)
+                         : launch_stage1_typed<D, ma_half>(p, c, grid, kernel, stream);
   if (err != nullptr) return err;
   // Rows with one split were written by stage 1; a graph-safe bucket that can split
   // always launches the merge (the step's rows may split), which skips those rows.

@@ -24,7 +24,7 @@
 // fp8 e4m3 tiles are converted to fp16 in registers (exact) and multiplied in
 // fp16; k_scale is folded into the score scale and v_scale into the output.
 #pragma once
-#include "cuda/decode/common.cuh"
+#include "cuda/decode/tc_common.cuh"
 
 #if defined(MA_CUDA)
 #include "cuda/arch/sm80.cuh"
@@ -73,8 +73,6 @@ struct TcTraits {
   static constexpr int kQSmemBytes = kQInSmem ? kBlocks * kQFragBytes : 0;  // one set per block
   static constexpr int kStagesFit = (MA_DECODE_RING_KB * 1024 - kQSmemBytes) / kStageBytes;
   static constexpr int kStages = kStagesFit < 3 ? 3 : (kStagesFit > 8 ? 8 : kStagesFit);
-  static constexpr int kRowStep = kThreads / kChunks;             // rows between a thread's copies
-  static constexpr int kRowsPerThread = kTileKeys / kRowStep;     // copies per thread per tensor
   static constexpr int kElemsPerChunk = 16 / kElem;
   static constexpr int kChunkGroups = kChunks / 4;                // 4 lanes cover one group
   static constexpr int kStepsPerChunk = kElemsPerChunk / 4;       // k16 MMA steps per chunk
@@ -84,21 +82,8 @@ struct TcTraits {
   static constexpr int kRingBytes =
       (kStages * kStageBytes > kCombineFloats * 4) ? kStages * kStageBytes : kCombineFloats * 4;
   static constexpr int kSmemBytes = kRingBytes + kQSmemBytes;
-  static_assert(kChunks >= 4 && kThreads % kChunks == 0, "unsupported head_dim / dtype");
-  static_assert(kTileKeys % kRowStep == 0, "tile rows must split evenly across threads");
+  using Ring = KvRing<kRowBytes, kThreads, kTileKeys, kStages>;
 };
-
-// 16-byte-unit XOR swizzle of row r. Conditions (checked by hand for each row
-// size): the QK reads (rows 2p, 2p+1; chunks 4c + 0..3 per 8-lane phase) and the
-// PV reads (rows 2t + e, t = 0..3; the chunks of two adjacent output slots)
-// both touch 8 distinct bank groups per phase.
-template <int kChunks>
-__device__ __forceinline__ int swizzle(int r) {
-  if constexpr (kChunks == 8) return (((r >> 1) & 1) << 1) | ((((r >> 2) ^ r) & 1) << 2);
-  else if constexpr (kChunks == 16) return ((r >> 1) & 1) | ((((r >> 2) ^ r) & 1) << 2);
-  else if constexpr (kChunks == 32) return ((r >> 1) & 3) | ((r & 1) << 2);
-  else return 0;  // 64-byte rows (D=64 fp8): two rows share a bank line, no swizzle
-}
 
 // The work of one CTA over `rows` (query, head) pairs from pair0 on, with kBlocks MMA blocks.
 // The kernel below picks kBlocks per CTA from its own rows (never from the rest of the launch),
@@ -135,52 +120,9 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
   const int all_begin = query_visible_begin(sv, a.window_left, pair_query(block_row0 + max(block_rows, 1) - 1));
   const int all_end = query_key_end(sv, pair_query(block_row0));
 
-  // ---- async copy machinery -------------------------------------------------
-  const int num_tiles = (sv.key_end - sv.key_begin + Tr::kTileKeys - 1) / Tr::kTileKeys;
-  const int copy_chunk = tid % Tr::kChunks;
-  const int copy_row0 = tid / Tr::kChunks;
-  const char* k_base =
-      static_cast<const char*>(a.k_cache) + (int64_t(kv_head) * a.k_stride_head) * Tr::kElem + copy_chunk * 16;
-  const char* v_base =
-      static_cast<const char*>(a.v_cache) + (int64_t(kv_head) * a.v_stride_head) * Tr::kElem + copy_chunk * 16;
-  const uint32_t smem_base = smem_addr(smem);
-  int page_ids[Tr::kRowsPerThread];
-
-  auto fetch_pages = [&](int tile) {
-#pragma unroll
-    for (int i = 0; i < Tr::kRowsPerThread; ++i) {
-      const int key = sv.key_begin + tile * Tr::kTileKeys + copy_row0 + i * Tr::kRowStep;
-      int slot;
-      page_ids[i] = (key < sv.key_end && key >= sv.visible_begin) ? page_of_key(sv, c, a.page_size, key, slot) : 0;
-    }
-  };
-  auto issue_tile = [&](int tile) {
-    const uint32_t stage = smem_base + (tile % Tr::kStages) * Tr::kStageBytes;
-#pragma unroll
-    for (int i = 0; i < Tr::kRowsPerThread; ++i) {
-      const int r = copy_row0 + i * Tr::kRowStep;
-      const int key = sv.key_begin + tile * Tr::kTileKeys + r;
-      const bool valid = key < sv.key_end && key >= sv.visible_begin;
-      const int slot = c.page_shift >= 0 ? (key & c.page_mask) : key % a.page_size;
-      const int64_t page = page_ids[i];
-      const uint32_t dst = stage + r * Tr::kRowBytes + ((copy_chunk ^ swizzle<Tr::kChunks>(r)) << 4);
-      const char* ks = k_base + (page * a.k_stride_page + int64_t(slot) * a.k_stride_slot) * Tr::kElem;
-      const char* vs = v_base + (page * a.v_stride_page + int64_t(slot) * a.v_stride_slot) * Tr::kElem;
-      cp_async_16(dst, valid ? ks : k_base, valid);
-      cp_async_16(dst + Tr::kTileKeys * Tr::kRowBytes, valid ? vs : v_base, valid);
-    }
-  };
-
-  // Prologue: kStages - 1 tiles in flight, page ids of the next one in registers.
-#pragma unroll
-  for (int t = 0; t < Tr::kStages - 1; ++t) {
-    if (t < num_tiles) {
-      fetch_pages(t);
-      issue_tile(t);
-    }
-    cp_async_commit();
-  }
-  if (Tr::kStages - 1 < num_tiles) fetch_pages(Tr::kStages - 1);
+  // ---- the K/V ring: its first tiles fly while the queries load --------------------
+  typename Tr::Ring ring(a, kv_head, Tr::kElem, smem);
+  const int num_tiles = ring.start(sv, c, a, Tr::kElem);
 
   // ---- Q fragments (same d order as the K reads) -----------------------------
   // qf[cg][s][0] = rows g, k slots 2t..2t+1; [1] = k slots 2t+8..; [2],[3] rows g+8.
@@ -194,26 +136,13 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
                        int64_t(pair_head(valid ? r : 0)) * a.q_stride_head;
 #pragma unroll
       for (int cg = 0; cg < Tr::kChunkGroups; ++cg) {
-        const int d0 = cg * 4 * Tr::kElemsPerChunk + t4 * Tr::kElemsPerChunk;
-        float x[Tr::kElemsPerChunk];
-#pragma unroll
-        for (int v8 = 0; v8 < Tr::kElemsPerChunk / 8; ++v8) {
-          union {
-            uint4 u;
-            QT h[8];
-          } ld;
-          ld.u = valid ? *reinterpret_cast<const uint4*>(qrow + d0 + 8 * v8) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            float f = to_float<QT>(ld.h[e]);
-            if constexpr (kFp8) f = fminf(fmaxf(f, -65504.0f), 65504.0f);  // fp16 MMA operand
-            x[8 * v8 + e] = f;
-          }
-        }
+        uint32_t w[Tr::kStepsPerChunk][2];
+        q_chunk_words<QT, MT, kFp8, Tr::kElemsPerChunk>(qrow, valid,
+                                                        cg * 4 * Tr::kElemsPerChunk + t4 * Tr::kElemsPerChunk, w);
 #pragma unroll
         for (int s = 0; s < Tr::kStepsPerChunk; ++s) {
-          qf[cg][s][2 * half + 0] = MmaType<MT>::pack(x[4 * s + 0], x[4 * s + 1]);
-          qf[cg][s][2 * half + 1] = MmaType<MT>::pack(x[4 * s + 2], x[4 * s + 3]);
+          qf[cg][s][2 * half + 0] = w[s][0];
+          qf[cg][s][2 * half + 1] = w[s][1];
         }
       }
     }
@@ -245,19 +174,9 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
   float m_run[2] = {-INFINITY, -INFINITY};  // running max per half (log2 units)
   float l_run[2] = {0.0f, 0.0f};            // this lane's share of the running sum
 
-  for (int tile = 0; tile < num_tiles; ++tile) {
-    cp_async_wait<Tr::kStages - 2>();
-    __syncthreads();  // tile is visible to all; the buffer of tile-1 is free
-    if (tile + Tr::kStages - 1 < num_tiles) {
-      issue_tile(tile + Tr::kStages - 1);
-      if (tile + Tr::kStages < num_tiles) fetch_pages(tile + Tr::kStages);
-    }
-    cp_async_commit();
-
-    const unsigned char* kbuf = smem + (tile % Tr::kStages) * Tr::kStageBytes;
-    const unsigned char* vbuf = kbuf + Tr::kTileKeys * Tr::kRowBytes;
-    // This warp's 16-key groups of the tile (kBlocks of them: the tile's 16 * kWarps keys
-    // are shared among the kBlockWarps warps of each block).
+  ring.run(sv, c, a, Tr::kElem, num_tiles, smem, [&](int tile, const unsigned char* kbuf, const unsigned char* vbuf) {
+  // This warp's 16-key groups of the tile (kBlocks of them: the tile's 16 * kWarps keys
+  // are shared among the kBlockWarps warps of each block).
 #pragma unroll
     for (int jg = 0; jg < kBlocks; ++jg) {
       const int warp_row0 = 16 * (key_group + jg * Tr::kBlockWarps);
@@ -409,11 +328,9 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
         }
       }
     }  // this warp's key groups
-  }
+  });
 
-  // ---- combine the warps --------------------------------------------------------
-  cp_async_wait<0>();
-  __syncthreads();  // every warp is done with the ring: reuse it for the fragments
+  // ---- combine the warps (the ring is free: it holds the fragments) ----------------
   float* frag = reinterpret_cast<float*>(smem);
 #pragma unroll
   for (int half = 0; half < kHalves; ++half) {

@@ -43,6 +43,8 @@ enum class DecodeKernel : int32_t {
   kTensorCore = 1,  // mma.sync stage 1 (CUDA)
   kPortable = 2,    // matrix-free stage 1 (HIP, and a second implementation on CUDA)
   kHost = 3,        // the CPU implementation
+  kTensorCoreNarrow = 4,  // mma.sync stage 1 computed transposed: <= 8 (query, head) pairs a CTA,
+                          // about half the registers (CUDA; decode/stage1_narrow.cuh)
 };
 
 // What the wrapper may force (its extend_backend= / decode_backend= /
@@ -74,6 +76,8 @@ struct LaunchPolicy {
                                     // (the planner's estimate decides: plan.cc, fastest_kv_splits) ...
   bool extend_persistent_fixed = false;  // ... or are, always (extend_persistent=1)
   DecodeKernel decode_kernel = DecodeKernel::kHost;
+  bool decode_narrow_when_fits = false;  // tensor core chosen by the policy: a step whose decode rows
+                                         // all fit the narrow kernel (launch pairs <= 8) runs it
   int32_t decode_max_q = 1;         // rows of up to this many new tokens go to the split-KV decode
                                     // (default: kDecodeDefaultPairs / group, benchmarks/RESULTS.md)
 };
@@ -152,6 +156,11 @@ MA_HOST_DEVICE inline int decode_cta_blocks(int max_q, int group, int head_dim, 
 MA_HOST_DEVICE inline int decode_row_ctas(int q_len, int group, int cta_blocks) {
   return (decode_row_blocks(q_len, group) + cta_blocks - 1) / cta_blocks;
 }
+// (query, head) pairs of one kv head the narrow stage 1 serves in a CTA (the N of its MMA).
+constexpr int kDecodeNarrowPairs = kDecodeBlockRows / 2;
+// Whether the policy's tensor-core choice runs the narrow kernel on steps it fits
+// (benchmarks/RESULTS.md, session 12).
+constexpr bool kDecodeNarrowByDefault = false;
 // Query tokens per tile of the CPU implementation (it has no tile shape; any works).
 constexpr int kHostTileTokens = 16;
 

@@ -50,6 +50,18 @@ struct AccLayoutMma16816 {
   static MA_FRAG_FN int col(int lane, int c) { return 2 * (lane % 4) + c; }
 };
 
+// NVIDIA, mma.sync m16n8k16 computed transposed (the narrow decode, decode/stage1_narrow.cuh):
+// S^T = K Q^T, C rows are keys and columns the (query, head) rows of the softmax. Lane l holds
+// rows 2 (l % 4) and 2 (l % 4) + 1, and of each the keys l / 4 and l / 4 + 8 (the kernel
+// passes its C registers {c0, c2, c1, c3} so that element i * kCols + c is row i, key c);
+// the 8 lanes of a row differ in lane bits 2..4.
+struct AccLayoutMma16816T {
+  static constexpr int kLanes = 32;
+  static constexpr int kNTile = 16, kRowsPerLane = 2, kCols = 2, kLanesPerRow = 8, kRowLaneShift = 2;
+  static MA_FRAG_FN int row(int lane, int i) { return 2 * (lane % 4) + i; }
+  static MA_FRAG_FN int col(int lane, int c) { return lane / 4 + 8 * c; }
+};
+
 // AMD, MFMA 16x16x16, computed transposed: S^T = K Q^T and O^T = V^T P^T, so
 // that queries are the accumulators' columns. Then each lane holds all its
 // elements in one query row (l % 16) and 4 consecutive keys / head-dim columns

@@ -1,0 +1,151 @@
+// Pieces of the two tensor-core stage-1 kernels (stage1_tensor_core.cuh: queries on the MMA's
+// M side; stage1_narrow.cuh: keys there): the query words in the K reads' d order, and the
+// K/V tile ring. Tiles of kTileKeys keys of one kv head stream through a kStages-deep
+// cp.async ring in shared memory, K rows then V rows in each stage, 16-byte copies, rows
+// XOR-swizzled in 16-byte units (swizzle()). Page ids are fetched one tile ahead, so page
+// size 1 costs no extra round trip. Keys outside the split's visible range are zero-filled
+// without a global read (a masked value can then never inject NaN into P.V).
+#pragma once
+#include "cuda/decode/common.cuh"
+
+#if defined(MA_CUDA)
+#include "cuda/arch/sm80.cuh"
+
+namespace mixed_attn::gpu::decode {
+
+// 16-byte-unit XOR swizzle of row r. Conditions (checked by hand for each row size): the QK
+// reads (rows 2p, 2p+1, or rows g and g + 8; chunks 4c + 0..3 per 8-lane phase) and the PV
+// reads (rows 2t + e, t = 0..3; the chunks of two adjacent output slots) both touch 8
+// distinct bank groups per phase.
+template <int kChunks>
+__device__ __forceinline__ int swizzle(int r) {
+  if constexpr (kChunks == 8) return (((r >> 1) & 1) << 1) | ((((r >> 2) ^ r) & 1) << 2);
+  else if constexpr (kChunks == 16) return ((r >> 1) & 1) | ((((r >> 2) ^ r) & 1) << 2);
+  else if constexpr (kChunks == 32) return ((r >> 1) & 3) | ((r & 1) << 2);
+  else return 0;  // 64-byte rows (D=64 fp8): two rows share a bank line, no swizzle
+}
+
+// The b16 words of one (query, head) row's query for the chunk group read from chunk d0 / 8
+// on (its kElemsPerChunk elements, in the order the K reads pair them: Q.K sums over d, so d
+// may be permuted as long as Q and K agree): words[s][0] = elements 4s, 4s + 1, words[s][1] =
+// elements 4s + 2, 4s + 3. Zeros for a padding row. fp8 caches multiply in fp16: the query is
+// clamped to fp16's range.
+template <typename QT, typename MT, bool kFp8, int kElemsPerChunk>
+__device__ __forceinline__ void q_chunk_words(const QT* qrow, bool valid, int d0,
+                                              uint32_t (&words)[kElemsPerChunk / 4][2]) {
+  float x[kElemsPerChunk];
+#pragma unroll
+  for (int v8 = 0; v8 < kElemsPerChunk / 8; ++v8) {
+    union {
+      uint4 u;
+      QT h[8];
+    } ld;
+    ld.u = valid ? *reinterpret_cast<const uint4*>(qrow + d0 + 8 * v8) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      float f = to_float<QT>(ld.h[e]);
+      if constexpr (kFp8) f = fminf(fmaxf(f, -65504.0f), 65504.0f);  // fp16 MMA operand
+      x[8 * v8 + e] = f;
+    }
+  }
+#pragma unroll
+  for (int s = 0; s < kElemsPerChunk / 4; ++s) {
+    words[s][0] = MmaType<MT>::pack(x[4 * s + 0], x[4 * s + 1]);
+    words[s][1] = MmaType<MT>::pack(x[4 * s + 2], x[4 * s + 3]);
+  }
+}
+
+template <int kRowBytes_, int kThreads, int kTileKeys, int kStages>
+struct KvRing {
+  static constexpr int kRowBytes = kRowBytes_;
+  static constexpr int kChunks = kRowBytes / 16;              // 16-byte chunks per row
+  static constexpr int kStageBytes = 2 * kTileKeys * kRowBytes;  // K rows then V rows
+  static constexpr int kRowStep = kThreads / kChunks;          // rows between a thread's copies
+  static constexpr int kRowsPerThread = kTileKeys / kRowStep;  // copies per thread per tensor
+  static_assert(kChunks >= 4 && kThreads % kChunks == 0, "unsupported head_dim / dtype");
+  static_assert(kTileKeys % kRowStep == 0, "tile rows must split evenly across threads");
+
+  const char* k_base;
+  const char* v_base;
+  uint32_t smem_base;
+  int copy_chunk, copy_row0;
+  int page_ids[kRowsPerThread];
+
+  __device__ __forceinline__ KvRing(const AttentionCommon& a, int kv_head, int elem_bytes, unsigned char* smem) {
+    const int tid = threadIdx.x;
+    copy_chunk = tid % kChunks;
+    copy_row0 = tid / kChunks;
+    k_base = static_cast<const char*>(a.k_cache) + (int64_t(kv_head) * a.k_stride_head) * elem_bytes + copy_chunk * 16;
+    v_base = static_cast<const char*>(a.v_cache) + (int64_t(kv_head) * a.v_stride_head) * elem_bytes + copy_chunk * 16;
+    smem_base = smem_addr(smem);
+  }
+
+  __device__ __forceinline__ void fetch_pages(const SplitView& sv, const DecodeConsts& c, int page_size, int tile) {
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      const int key = sv.key_begin + tile * kTileKeys + copy_row0 + i * kRowStep;
+      int slot;
+      page_ids[i] = (key < sv.key_end && key >= sv.visible_begin) ? page_of_key(sv, c, page_size, key, slot) : 0;
+    }
+  }
+
+  // Issues the copies of `tile` (its page ids fetched by fetch_pages) into its stage.
+  __device__ __forceinline__ void issue(const SplitView& sv, const DecodeConsts& c, const AttentionCommon& a,
+                                        int elem_bytes, int tile) {
+    const uint32_t stage = smem_base + (tile % kStages) * kStageBytes;
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      const int r = copy_row0 + i * kRowStep;
+      const int key = sv.key_begin + tile * kTileKeys + r;
+      const bool valid = key < sv.key_end && key >= sv.visible_begin;
+      const int slot = c.page_shift >= 0 ? (key & c.page_mask) : key % a.page_size;
+      const int64_t page = page_ids[i];
+      const uint32_t dst = stage + r * kRowBytes + ((copy_chunk ^ swizzle<kChunks>(r)) << 4);
+      const char* ks = k_base + (page * a.k_stride_page + int64_t(slot) * a.k_stride_slot) * elem_bytes;
+      const char* vs = v_base + (page * a.v_stride_page + int64_t(slot) * a.v_stride_slot) * elem_bytes;
+      cp_async_16(dst, valid ? ks : k_base, valid);
+      cp_async_16(dst + kTileKeys * kRowBytes, valid ? vs : v_base, valid);
+    }
+  }
+
+  // The stream of a split, in two calls so that the caller can load its queries while the
+  // first copies fly. start: kStages - 1 tiles in flight, the next one's page ids fetched;
+  // returns the split's tile count.
+  __device__ __forceinline__ int start(const SplitView& sv, const DecodeConsts& c, const AttentionCommon& a,
+                                       int elem_bytes) {
+    const int num_tiles = (sv.key_end - sv.key_begin + kTileKeys - 1) / kTileKeys;
+#pragma unroll
+    for (int t = 0; t < kStages - 1; ++t) {
+      if (t < num_tiles) {
+        fetch_pages(sv, c, a.page_size, t);
+        issue(sv, c, a, elem_bytes, t);
+      }
+      cp_async_commit();
+    }
+    if (kStages - 1 < num_tiles) fetch_pages(sv, c, a.page_size, kStages - 1);
+    return num_tiles;
+  }
+  // run: body(tile, k_rows, v_rows) once per tile, with the tile's stage visible to every
+  // thread, while kStages - 1 tiles are in flight ahead of it. Returns with every copy landed
+  // and every thread past the last tile (the ring's memory is free for other uses).
+  template <class Body>
+  __device__ __forceinline__ void run(const SplitView& sv, const DecodeConsts& c, const AttentionCommon& a,
+                                      int elem_bytes, int num_tiles, const unsigned char* smem, Body&& body) {
+    for (int tile = 0; tile < num_tiles; ++tile) {
+      cp_async_wait<kStages - 2>();
+      __syncthreads();  // tile is visible to all; the buffer of tile - 1 is free
+      if (tile + kStages - 1 < num_tiles) {
+        issue(sv, c, a, elem_bytes, tile + kStages - 1);
+        if (tile + kStages < num_tiles) fetch_pages(sv, c, a.page_size, tile + kStages);
+      }
+      cp_async_commit();
+      const unsigned char* kbuf = smem + (tile % kStages) * kStageBytes;
+      body(tile, kbuf, kbuf + kTileKeys * kRowBytes);
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+  }
+};
+
+}  // namespace mixed_attn::gpu::decode
+#endif  // MA_CUDA
