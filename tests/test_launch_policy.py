@@ -222,3 +222,18 @@ def test_narrow_decode_refuses_what_it_cannot_serve():
     cfg = make_config("cpu", 16, 32, 8, 128, decode_kernel=4)  # the CPU device
     with pytest.raises(RuntimeError, match="decode_backend='tensor_core_narrow' is a GPU kernel"):
         torch.ops.mixed_attn.launch_policy(cfg)
+
+
+def test_a_step_whose_rows_fit_takes_the_narrow_decode():
+    """The policy's tensor-core choice (decode_backend='auto') runs the narrow stage 1 on a step
+    whose decode rows all fit one CTA of 8 (query, head) pairs; graph-safe and deterministic
+    plans size the launch by the policy's decode_max_q, so the choice never depends on the rest
+    of the batch there."""
+    k = lambda info: field(info, "decode_kernel")  # noqa: E731
+    assert k(plan(H200, [1, 1, 300], [4000, 9, 50])) == 4  # group 4, one-token rows: 4 pairs
+    assert k(plan(H200, [1, 2, 300], [4000, 9, 50])) == 4  # a verify row of 2: 8 pairs
+    assert k(plan(H200, [1, 3, 300], [4000, 9, 50])) == 1  # 3 tokens: 12 pairs, the wide kernel
+    assert k(plan(H200, [1, 1], [4000, 9], hq=16, hkv=1)) == 1  # group 16: never narrow
+    assert k(plan(H200, [1, 1], [4000, 9], deterministic=1)) == 1  # bound decode_max_q 8: 32 pairs
+    assert k(plan(H200, [1, 1], [4000, 9], d=256, hq=16, hkv=8, deterministic=1)) == 4  # bound 4 x 2
+    assert k(plan(H200, [1, 1], [4000, 9], decode_kernel=1)) == 1  # forced wide
