@@ -224,16 +224,18 @@ def test_narrow_decode_refuses_what_it_cannot_serve():
         torch.ops.mixed_attn.launch_policy(cfg)
 
 
-def test_a_step_whose_rows_fit_takes_the_narrow_decode():
-    """The policy's tensor-core choice (decode_backend='auto') runs the narrow stage 1 on a step
-    whose decode rows all fit one CTA of 8 (query, head) pairs; graph-safe and deterministic
-    plans size the launch by the policy's decode_max_q, so the choice never depends on the rest
-    of the batch there."""
-    k = lambda info: field(info, "decode_kernel")  # noqa: E731
-    assert k(plan(H200, [1, 1, 300], [4000, 9, 50])) == 4  # group 4, one-token rows: 4 pairs
-    assert k(plan(H200, [1, 2, 300], [4000, 9, 50])) == 4  # a verify row of 2: 8 pairs
-    assert k(plan(H200, [1, 3, 300], [4000, 9, 50])) == 1  # 3 tokens: 12 pairs, the wide kernel
-    assert k(plan(H200, [1, 1], [4000, 9], hq=16, hkv=1)) == 1  # group 16: never narrow
-    assert k(plan(H200, [1, 1], [4000, 9], deterministic=1)) == 1  # bound decode_max_q 8: 32 pairs
-    assert k(plan(H200, [1, 1], [4000, 9], d=256, hq=16, hkv=8, deterministic=1)) == 4  # bound 4 x 2
-    assert k(plan(H200, [1, 1], [4000, 9], decode_kernel=1)) == 1  # forced wide
+def test_a_step_whose_rows_fit_takes_the_narrow_decode_at_head_dim_256():
+    """The policy's tensor-core choice (decode_backend='auto') runs the narrow stage 1 at head dim
+    256 on a step whose decode rows all fit one CTA of 8 (query, head) pairs (the wide one at 128,
+    where it measured level or faster); graph-safe and deterministic plans size the launch by
+    the policy's decode_max_q, so the choice never depends on the rest of the batch there."""
+    k = lambda ext, pre, **kw: field(plan(H200, ext, pre, d=256, hq=16, hkv=4, **kw), "decode_kernel")  # noqa: E731
+    assert k([1, 1, 300], [4000, 9, 50]) == 4  # group 4, one-token rows: 4 pairs
+    assert k([1, 2, 300], [4000, 9, 50]) == 4  # a verify row of 2: 8 pairs
+    assert k([1, 2, 300], [4000, 9, 50], decode_max_q=3) == 4  # the step's longest decides
+    assert k([1, 3, 300], [4000, 9, 50], decode_max_q=3) == 1  # 3 tokens: 12 pairs, the wide kernel
+    assert k([1, 1], [4000, 9], deterministic=1) == 4  # the policy's bound: 2 queries x 4
+    assert k([1, 1], [4000, 9], deterministic=1, decode_max_q=3) == 1  # bound 3 x 4 = 12 pairs
+    assert k([1, 1], [4000, 9], decode_kernel=1) == 1  # forced wide
+    assert field(plan(H200, [1, 1], [4000, 9], d=256, hq=16, hkv=1), "decode_kernel") == 1  # group 16
+    assert field(plan(H200, [1, 1, 300], [4000, 9, 50]), "decode_kernel") == 1  # head dim 128: wide

@@ -144,7 +144,7 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
   } else {
     p.decode_kernel = dwant == DecodeKernel::kAuto ? DecodeKernel::kTensorCore : dwant;
     p.decode_narrow_when_fits =
-        dwant == DecodeKernel::kAuto && kDecodeNarrowByDefault && group_size <= kDecodeNarrowPairs;
+        dwant == DecodeKernel::kAuto && decode_narrow_by_default(head_dim) && group_size <= kDecodeNarrowPairs;
   }
   const bool narrow = p.decode_kernel == DecodeKernel::kTensorCoreNarrow;
   if (narrow && group_size > kDecodeNarrowPairs)

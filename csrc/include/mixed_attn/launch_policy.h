@@ -158,10 +158,12 @@ MA_HOST_DEVICE inline int decode_row_ctas(int q_len, int group, int cta_blocks) 
 }
 // (query, head) pairs of one kv head the narrow stage 1 serves in a CTA (the N of its MMA).
 constexpr int kDecodeNarrowPairs = kDecodeBlockRows / 2;
-// Whether the policy's tensor-core choice runs the narrow kernel on steps it fits: it measured
-// 22% faster on 128 rows at 8k of MQA (8/1/128), 7% on head dim 256 (16/8/256) and level
-// within the noise (+-5%) at 32/8/128 (benchmarks/RESULTS.md, session 12).
-constexpr bool kDecodeNarrowByDefault = true;
+// Whether the policy's tensor-core choice runs the narrow kernel on steps it fits: at head dim
+// 256, where it measured 7-11% faster than the wide one (64 rows at 4k, 16/8/256: its O^T is 64
+// registers a thread against the wide kernel's 128). At head dim 128 the two were level within
+// the run-to-run noise (32/8/128) or the wide one 4-6% faster (MQA, 8/1/128), so the wide one
+// stays (benchmarks/RESULTS.md, session 12).
+MA_HOST_DEVICE constexpr bool decode_narrow_by_default(int head_dim) { return head_dim >= 256; }
 // Query tokens per tile of the CPU implementation (it has no tile shape; any works).
 constexpr int kHostTileTokens = 16;
 
