@@ -43,8 +43,8 @@ __device__ __forceinline__ unsigned sm_id() {
   asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
   return s;
 }
-__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
@@ -122,8 +122,8 @@ __global__ void __maxnreg__(136) big_kernel(float* sink, Stamp* stamps, unsigned
 // The small CTA: 64 threads, at most 104 registers, a 3 x 16 KB cp.async ring over its slice.
 constexpr int kSmallThreads = 64, kStageBytes = 16 * 1024, kStages = 3;
 template <bool kMmaWork>
-__global__ void __maxnreg__(104) small_kernel(const uint4* __restrict__ src, size_t slice_bytes, Stamp* stamps,
-                                              float* sink) {
+__global__ void __maxnreg__(104)
+    small_kernel(const uint4* __restrict__ src, size_t slice_bytes, Stamp* stamps, float* sink) {
   extern __shared__ __align__(16) unsigned char smem[];
   const unsigned long long start = global_ns();
   LiveSet<kMmaWork ? 80 : 84> live(float(threadIdx.x));
@@ -179,8 +179,7 @@ using SmallFn = void (*)(const uint4*, size_t, Stamp*, float*);
 
 // big < 0: the small kernel alone with `per_sm` CTAs an SM.
 bool run(int big, BigFn big_fn, bool mma_work, SmallFn small_fn, int per_sm, int sms, const uint4* buf,
-         size_t buf_bytes, Stamp* stamps, Stamp* big_stamps, float* sink, cudaStream_t s_big,
-         cudaStream_t s_small) {
+         size_t buf_bytes, Stamp* stamps, Stamp* big_stamps, float* sink, cudaStream_t s_big, cudaStream_t s_small) {
   const int big_smem = 167 * 1024, small_smem = kStages * kStageBytes;
   const int ctas = sms * per_sm;
   const size_t slice = (buf_bytes / ctas) / kStageBytes * kStageBytes;

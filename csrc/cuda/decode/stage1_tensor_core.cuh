@@ -265,32 +265,18 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
 
       // O += P V. This lane's V rows are keys 2t, 2t+1, 2t+8, 2t+9 of the warp's
       // 16; its columns are d = g * D/8 + j of output tile j.
-      const unsigned char* vrow[4];
-      int vsw[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = warp_row0 + 2 * t4 + (i & 1) + 8 * (i >> 1);
-        vrow[i] = vbuf + r * Tr::kRowBytes;
-        vsw[i] = swizzle<Tr::kChunks>(r);
-      }
+      const VRows<Tr::kRowBytes> vrows(vbuf, warp_row0, t4);
       if constexpr (Tr::kVBytes >= 16) {
 #pragma unroll
         for (int h = 0; h < Tr::kVBytes / 16; ++h) {
           const int chunk = g * (Tr::kVBytes / 16) + h;
-          union {
-            uint4 v;
-            uint32_t w[4];
-          } x[4];
-#pragma unroll
-          for (int i = 0; i < 4; ++i) x[i].v = *reinterpret_cast<const uint4*>(vrow[i] + ((chunk ^ vsw[i]) << 4));
+          Words16 x[4];
+          vrows.load(chunk, x);
 #pragma unroll
           for (int w = 0; w < 4; ++w) {
             if constexpr (kFp8) {
               const int j = 16 * h + 4 * w;
-              const uint32_t lo01 = __byte_perm(x[0].w[w], x[1].w[w], 0x5140);
-              const uint32_t lo23 = __byte_perm(x[2].w[w], x[3].w[w], 0x5140);
-              const uint32_t hi01 = __byte_perm(x[0].w[w], x[1].w[w], 0x7362);
-              const uint32_t hi23 = __byte_perm(x[2].w[w], x[3].w[w], 0x7362);
+              const auto [lo01, lo23, hi01, hi23] = fp8_key_pairs(x, w);
               mma_16816<MT>(o[j + 0], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01), e4m3x2_to_half2(lo23));
               mma_16816<MT>(o[j + 1], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01 >> 16), e4m3x2_to_half2(lo23 >> 16));
               mma_16816<MT>(o[j + 2], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01), e4m3x2_to_half2(hi23));
@@ -307,20 +293,12 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
       } else {
         // 8 bytes per V row (D=64 fp8): d run of 8 elements.
         static_assert(Tr::kVBytes == 8 && kFp8, "unexpected V run");
-        union {
-          uint2 v;
-          uint32_t w[2];
-        } x[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          x[i].v = *reinterpret_cast<const uint2*>(vrow[i] + (((g >> 1) ^ vsw[i]) << 4) + (g & 1) * 8);
+        Words8 x[4];
+        vrows.load_half(g, x);
 #pragma unroll
         for (int w = 0; w < 2; ++w) {
           const int j = 4 * w;
-          const uint32_t lo01 = __byte_perm(x[0].w[w], x[1].w[w], 0x5140);
-          const uint32_t lo23 = __byte_perm(x[2].w[w], x[3].w[w], 0x5140);
-          const uint32_t hi01 = __byte_perm(x[0].w[w], x[1].w[w], 0x7362);
-          const uint32_t hi23 = __byte_perm(x[2].w[w], x[3].w[w], 0x7362);
+          const auto [lo01, lo23, hi01, hi23] = fp8_key_pairs(x, w);
           mma_16816<MT>(o[j + 0], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01), e4m3x2_to_half2(lo23));
           mma_16816<MT>(o[j + 1], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01 >> 16), e4m3x2_to_half2(lo23 >> 16));
           mma_16816<MT>(o[j + 2], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01), e4m3x2_to_half2(hi23));

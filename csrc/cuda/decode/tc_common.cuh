@@ -55,6 +55,54 @@ __device__ __forceinline__ void q_chunk_words(const QT* qrow, bool valid, int d0
   }
 }
 
+// A 16-byte and an 8-byte run of cache bytes as 32-bit words.
+union Words16 {
+  uint4 v;
+  uint32_t w[4];
+};
+union Words8 {
+  uint2 v;
+  uint32_t w[2];
+};
+
+// The V rows a lane reads for P.V in both kernels: keys 2 t4, 2 t4 + 1, 2 t4 + 8 and 2 t4 + 9 of
+// the warp's 16 (the MMA's k, as P's fragment holds them), each at its row's swizzle.
+template <int kRowBytes>
+struct VRows {
+  static constexpr int kChunks = kRowBytes / 16;
+  const unsigned char* row[4];
+  int sw[4];
+  __device__ __forceinline__ VRows(const unsigned char* vbuf, int warp_row0, int t4) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = warp_row0 + 2 * t4 + (i & 1) + 8 * (i >> 1);
+      row[i] = vbuf + r * kRowBytes;
+      sw[i] = swizzle<kChunks>(r);
+    }
+  }
+  // 16-byte chunk c of each of the four rows.
+  __device__ __forceinline__ void load(int c, Words16 (&x)[4]) const {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) x[i].v = *reinterpret_cast<const uint4*>(row[i] + ((c ^ sw[i]) << 4));
+  }
+  // The 8 bytes of output slot g of each row (64-byte rows: D=64 fp8).
+  __device__ __forceinline__ void load_half(int g, Words8 (&x)[4]) const {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      x[i].v = *reinterpret_cast<const uint2*>(row[i] + (((g >> 1) ^ sw[i]) << 4) + (g & 1) * 8);
+  }
+};
+
+// fp8 V: word w of the four rows with the keys interleaved byte by byte, so that each 16-bit
+// half is one element of a key pair: lo01 = elements 0, 1 of rows 0 and 1 as (r0.e0, r1.e0,
+// r0.e1, r1.e1), hi01 = elements 2, 3; lo23 and hi23 the same for rows 2 and 3.
+struct Fp8KeyPairs { uint32_t lo01, lo23, hi01, hi23; };
+template <class Words>
+__device__ __forceinline__ Fp8KeyPairs fp8_key_pairs(const Words (&x)[4], int w) {
+  return Fp8KeyPairs{__byte_perm(x[0].w[w], x[1].w[w], 0x5140), __byte_perm(x[2].w[w], x[3].w[w], 0x5140),
+                     __byte_perm(x[0].w[w], x[1].w[w], 0x7362), __byte_perm(x[2].w[w], x[3].w[w], 0x7362)};
+}
+
 template <int kRowBytes_, int kThreads, int kTileKeys, int kStages>
 struct KvRing {
   static constexpr int kRowBytes = kRowBytes_;
