@@ -267,6 +267,22 @@ def test_verify_bucket_replays_after_replans(page, backend):
 
 
 @needs_gpu
+@pytest.mark.parametrize("page", [1, 16])
+@pytest.mark.parametrize("d", [128, 256])
+def test_narrow_decode_bucket_replays_after_replans(page, d):
+    # The narrow stage 1 (forced at 128; the default at 256) in one captured bucket: one-token
+    # and two-token rows (8 pairs at group 4) next to extend rows, re-planned with other lengths,
+    # splits and orders.
+    pages = 16 * 9000 // page
+    e = Engine("cuda", 8, 2, d, page, max_batch=16, max_tokens=400, max_pages=pages, pool_pages=pages + 8,
+               seed=7, decode_backend="tensor_core_narrow" if d == 128 else None)
+    plans = [([1, 2, 1, 120], [100, 50, 3000, 7]), ([2] * 6 + [1] * 6, [8000] * 6 + [30] * 6),
+             ([1, 300, 2], [2, 0, 8500]), ([2, 1], [1, 8900]), ([40, 3], [0, 9])]
+    capture_then_replay(e, plans)
+    assert field(e.wrapper.plan_info, "decode_kernel") == 4
+
+
+@needs_gpu
 def test_deterministic_replay_is_bitwise_an_eager_run():
     e = Engine("cuda", 8, 2, 128, 16, max_batch=16, max_tokens=400, max_pages=2048, pool_pages=2100,
                seed=3, deterministic=True, fixed_split_tokens=1024)
