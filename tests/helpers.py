@@ -29,6 +29,19 @@ def run_op(batch, mode="split", deterministic=False, window_left=-1, logit_cap=0
     return out, lse, kc, vc, wrapper
 
 
+def copy_row(src, dst, row):
+    """Copies row 0 of batch `src` (its queries, new keys and values, cache pages) into row `row`
+    of batch `dst` (same lengths and shapes); returns the row's token range in dst."""
+    t0, t1 = int(dst.qo_indptr[row]), int(dst.qo_indptr[row + 1])
+    dst.q[t0:t1] = src.q
+    dst.k[t0:t1], dst.v[t0:t1] = src.k, src.v
+    pa = src.kv_indices[: int(src.kv_indptr[1])].long()
+    pb = dst.kv_indices[int(dst.kv_indptr[row]):int(dst.kv_indptr[row + 1])].long()
+    dst.k_cache[pb] = src.k_cache[pa]
+    dst.v_cache[pb] = src.v_cache[pa]
+    return t0, t1
+
+
 def run_reference(batch, window_left=-1, logit_cap=0.0, sinks=None, k_scale=1.0, v_scale=1.0,
                   save=True, sm_scale=None):
     cpu = lambda t: t.cpu() if t is not None else None  # noqa: E731

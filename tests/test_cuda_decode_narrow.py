@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import mixed_attn
-from helpers import assert_close_to_reference, run_op, run_reference
+from helpers import assert_close_to_reference, copy_row, run_op, run_reference
 from mixed_attn.plan_info import field
 from mixed_attn.reference import FP8
 from mixed_attn.testing import make_batch
@@ -103,13 +103,7 @@ def test_deterministic_row_is_batch_invariant():
     alone = make_batch([2], [5000], 8, 2, 128, 16, device="cuda", seed=2)
     o1, l1, _, _, _ = run_op(alone, deterministic=True, **NARROW)
     big = make_batch([1, 2, 300, 1], [100, 5000, 40, 9000], 8, 2, 128, 16, device="cuda", seed=2)
-    q0, q1 = int(big.qo_indptr[1]), int(big.qo_indptr[2])
-    big.q[q0:q1] = alone.q
-    big.k[q0:q1], big.v[q0:q1] = alone.k, alone.v
-    pa = alone.kv_indices[: int(alone.kv_indptr[1])].long()
-    pb = big.kv_indices[int(big.kv_indptr[1]):int(big.kv_indptr[2])].long()
-    big.k_cache[pb] = alone.k_cache[pa]
-    big.v_cache[pb] = alone.v_cache[pa]
+    q0, q1 = copy_row(alone, big, 1)  # big's row 1 holds alone's row 0
     o2, l2, _, _, _ = run_op(big, deterministic=True, **NARROW)
     assert torch.equal(o1, o2[q0:q1]) and torch.equal(l1, l2[q0:q1])
 

@@ -21,6 +21,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "probe_clock.cuh"
+
 namespace {
 
 struct Stamp {
@@ -28,18 +30,6 @@ struct Stamp {
   unsigned long long start_ns;
   unsigned long long end_ns;
 };
-
-__device__ __forceinline__ unsigned long long global_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-__device__ __forceinline__ unsigned sm_id() {
-  unsigned s;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
-  return s;
-}
 
 // kLive values stay live across the spin loop (the empty asm makes each one an input and an
 // output of every iteration), so the kernel's register count is kLive plus a few; the table at

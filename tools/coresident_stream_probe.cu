@@ -26,6 +26,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "probe_clock.cuh"
+
 namespace {
 
 struct Stamp {
@@ -33,16 +35,6 @@ struct Stamp {
   unsigned long long start_ns, end_ns, bytes;
 };
 
-__device__ __forceinline__ unsigned long long global_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-__device__ __forceinline__ unsigned sm_id() {
-  unsigned s;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
-  return s;
-}
 __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                          uint32_t b1) {
   asm volatile(
