@@ -13,4 +13,4 @@ mkdir -p "$OUT"
 nvcc -std=c++17 -O3 -I csrc/include -I csrc -DMA_CUDA -gencode=arch=compute_90a,code=sm_90a \
   -o /tmp/check_e4m3 tools/check_e4m3_bf16_bits.cu && /tmp/check_e4m3 | tee "$OUT/check_e4m3.txt"
 nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -o /tmp/stream_probe tools/coresident_stream_probe.cu \
-  && /tmp/stream_probe | tee "$OUT/stream_probe.txt"
+  && timeout 60 /tmp/stream_probe | tee "$OUT/stream_probe.txt"
