@@ -64,18 +64,22 @@ def test_sanitize_narrow_decode(page_size, kv_dtype):
 
 @pytest.mark.parametrize("persistent", [True, False], ids=["persistent", "per_item"])
 @pytest.mark.parametrize("page_size", [1, 16])
+@pytest.mark.parametrize("kv_dtype", [None, FP8], ids=["bf16", "fp8"])
 @pytest.mark.parametrize("head_dim", [64, 128, 256])
-def test_sanitize_extend_schedule(persistent, page_size, head_dim):
+def test_sanitize_extend_schedule(persistent, page_size, kv_dtype, head_dim):
     # The sm_90a extend launch persistent on 3 CTAs (each serves several (tile, head group) items
     # in a row: its K/V ring and Q slot carry over, the next item's loads overlap the last one's
-    # end) and with one CTA per item. Other GPUs: the policy's kernel.
+    # end) and with one CTA per item. fp8: the producer's staging tiles rotate across tiles,
+    # passes and items. Other GPUs: the policy's kernel.
+    if kv_dtype is not None and head_dim == 256:
+        pytest.skip("fp8 caches at head dim 256 take the mma.sync kernel, which has no persistent launch")
     ext, pre = [1, 130, 1, 70, 9], [0, 5, 300, 200, 1000]
     b = make_batch(ext, pre, num_qo_heads=8, num_kv_heads=2, head_dim=head_dim, page_size=page_size,
-                   device="cuda", seed=head_dim + page_size + persistent)
+                   kv_dtype=kv_dtype, device="cuda", seed=head_dim + page_size + persistent)
     sinks = torch.randn(8, device="cuda")
     opts = dict(window_left=150, logit_cap=20.0, sinks=sinks)
     sm90 = bool(device_desc("cuda")[3])  # the build and the GPU have the sm_90a kernel
     kw = dict(num_sms=3, extend_kv_splits=1, extend_persistent=persistent) if sm90 else {}
     out, lse, *_ = run_op(b, mode="fold", **kw, **opts)
     ro, rl, *_ = run_reference(b, **opts)
-    assert_close_to_reference(out, lse, ro, rl, torch.bfloat16)
+    assert_close_to_reference(out, lse, ro, rl, torch.bfloat16, loose=3.0 if kv_dtype else 1.0)

@@ -118,150 +118,202 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
       if (tid >= BN || tile >= tile_end_ || j < kv_lo || j >= kv_hi) return -1;
       return a.kv_indices[page_base + j / page_size];
     };
-    int next_page = read_page(tile_begin);
-    for (int tile = tile_begin; tile < tile_end_; ++tile, ++it) {
-      // Alternate by ring position, not by tile: a new pass must not reuse the last one's table.
-      longlong2* table = sm.row_table + (it & 1) * BN;
+    // Alternate by ring position, not by tile: a new pass must not reuse the last one's table.
+    auto table_at = [&](int ring_pos) { return sm.row_table + (ring_pos & 1) * BN; };
+    // The row offsets (and TMA box pages) of `tile`, at ring position ring_pos, from its page ids.
+    auto fill_table = [&](int tile, int ring_pos, int page) {
       if (tid < BN) {
         const int j = first_tile_key + tile * BN + tid;
         const int slot_in_page = j % page_size;
         longlong2 offs = make_longlong2(-1, -1);
-        if (next_page >= 0) {
-          offs.x = int64_t(next_page) * a.k_stride_page + int64_t(slot_in_page) * a.k_stride_slot;
-          offs.y = int64_t(next_page) * a.v_stride_page + int64_t(slot_in_page) * a.v_stride_slot;
+        if (page >= 0) {
+          offs.x = int64_t(page) * a.k_stride_page + int64_t(slot_in_page) * a.k_stride_slot;
+          offs.y = int64_t(page) * a.v_stride_page + int64_t(slot_in_page) * a.v_stride_slot;
         }
-        table[tid] = offs;
-        if (kTma && tid % box_keys == 0) sm.box_pages[(it & 1) * BN + tid / box_keys] = next_page;
+        table_at(ring_pos)[tid] = offs;
+        if (kTma && tid % box_keys == 0) sm.box_pages[(ring_pos & 1) * BN + tid / box_keys] = page;
       }
-      next_page = read_page(tile + 1);  // lands while this tile's copies are issued
-      producer_sync();
-      const int slot = it % kStages;
-      const int parity = ((it / kStages) & 1) ^ 1;
-      T* k_dst = sm.kv + 2 * slot * kTileElems;
-      T* v_dst = k_dst + kTileElems;
-      // TMA only for tiles whose every key is attended: the cp.async path zero-fills the others
-      // (a stale NaN in a masked V row would survive P = 0 as 0 * NaN).
-      const int tile_key0 = first_tile_key + tile * BN;
-      const bool tma_tile = kTma && tile_key0 >= kv_lo && tile_key0 + BN <= kv_hi;
-      // Every producer thread arrives once per slot and phase (count 128) on either path.
-      auto copy_tma = [&](const TmaMap* map, T* dst_tile, uint64_t* full) {
-        if (tid == 0) mbar_arrive_expect_tx(full, uint32_t(kTileElems * sizeof(T)));
-        producer_sync();  // the expected bytes are set before any copy can land
-        // Box b: keys [b * box_keys, (b + 1) * box_keys) of the tile, one page.
-        if (tid < BN / box_keys) {
-          const int page = sm.box_pages[(it & 1) * BN + tid];
-          const int slot0 = (tile_key0 + box_keys * tid) % page_size;
-          unsigned char* dst = reinterpret_cast<unsigned char*>(dst_tile) + tid * box_keys * 128;
+    };
+    // fp8: copy_bytes(K or V) copies a tile's rows as bytes into staging tile sb (row r at r * D
+    // bytes; keys outside the range zero-filled), one commit group per call.
+    auto copy_bytes = [&](const CT* cache, const longlong2* table, int sb, bool is_v) {
+      constexpr int kChunks8 = D / 16;          // 16-byte chunks of bytes per row
+      constexpr int kRowStep = 128 / kChunks8;  // rows between a thread's chunks
+      constexpr int kIters = BN / kRowStep;
+      constexpr int kBatch = kIters < 4 ? kIters : 4;
+      static_assert(kIters % kBatch == 0, "whole batches");
+      // Chunk c of rows r0, r0 + kRowStep, ...; a batch's row offsets are read before its copies
+      // are issued, so the table's shared-memory latency is paid once a batch, not once a copy.
+      const int c = tid % kChunks8, r0 = tid / kChunks8;
+      const int64_t* offsets = reinterpret_cast<const int64_t*>(table + r0) + (is_v ? 1 : 0);
+      unsigned char* stage = sm.stage8 + sb * kTileElems + r0 * D + c * 16;
 #pragma unroll
-          for (int piece = 0; piece < D / 64; ++piece)
-            tma_load_4d(dst + piece * (BN * 128), map, piece * 64, kv_head, slot0, page, full);
+      for (int i0 = 0; i0 < kIters; i0 += kBatch) {
+        int64_t off[kBatch];
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) off[b] = offsets[2 * (i0 + b) * kRowStep];
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b)
+          cp_async_16(stage + (i0 + b) * kRowStep * D, cache + max(off[b], int64_t(0)) + c * 16, off[b] >= 0);
+      }
+      cp_async_commit();
+    };
+    // fp8: widen(sb, slot tile) converts staging tile sb to T (exactly) into the swizzled layout
+    // the consumers read. A thread widens chunk c of rows r0, r0 + kRowStep, ...: every row it
+    // touches has the same swizzle (kRowStep is a multiple of 8), so its addresses differ by
+    // immediates. The loads of a batch are issued before any of its stores: the compiler cannot
+    // move a staging load above a ring store (it cannot tell the two apart), so one load at a time
+    // would expose a shared-memory latency per chunk, which the consumers' wgmma traffic makes long.
+    auto widen = [&](int sb, T* dst_tile) {
+      constexpr int kChunks8 = D / 16;          // 16-byte chunks of bytes per row
+      constexpr int kRowStep = 128 / kChunks8;  // rows between a thread's chunks
+      constexpr int kIters = BN / kRowStep;
+      constexpr int kBatch = kIters < 4 ? kIters : 4;
+      static_assert(kRowStep % 8 == 0 && kIters % kBatch == 0, "whole batches of equally swizzled rows");
+      const int c = tid % kChunks8, r0 = tid / kChunks8;
+      const unsigned char* src = sm.stage8 + sb * kTileElems + r0 * D + c * 16;
+      // Bytes 0..7 of a chunk become b16 chunk 2c of the row, bytes 8..15 chunk 2c + 1 (low byte first).
+      unsigned char* dst_lo = reinterpret_cast<unsigned char*>(dst_tile) + tile_byte_off<kChunks, BN, true>(r0, 2 * c);
+      unsigned char* dst_hi =
+          reinterpret_cast<unsigned char*>(dst_tile) + tile_byte_off<kChunks, BN, true>(r0, 2 * c + 1);
+#pragma unroll
+      for (int i0 = 0; i0 < kIters; i0 += kBatch) {
+        uint4 in[kBatch];
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) in[b] = *reinterpret_cast<const uint4*>(src + (i0 + b) * kRowStep * D);
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+          const int row_off = (i0 + b) * kRowStep * 128;  // tile_byte_off's row term
+          const uint4 x = in[b];
+          *reinterpret_cast<uint4*>(dst_lo + row_off) =
+              make_uint4(e4m3x2_to_b16<T>(x.x & 0xffffu), e4m3x2_to_b16<T>(x.x >> 16), e4m3x2_to_b16<T>(x.y & 0xffffu),
+                         e4m3x2_to_b16<T>(x.y >> 16));
+          *reinterpret_cast<uint4*>(dst_hi + row_off) =
+              make_uint4(e4m3x2_to_b16<T>(x.z & 0xffffu), e4m3x2_to_b16<T>(x.z >> 16), e4m3x2_to_b16<T>(x.w & 0xffffu),
+                         e4m3x2_to_b16<T>(x.w >> 16));
         }
-        if (tid != 0) mbar_arrive(full);
-      };
-      // fp8: copy_bytes(K or V) copies the tile's rows as bytes into staging tile sb (row r at
-      // r * D bytes; keys outside the range zero-filled); widen(sb, slot tile) converts them to T
-      // into the swizzled layout the consumers read, 16 bytes in, 32 out, per thread and step.
-      auto copy_bytes = [&](const CT* cache, int sb, bool is_v) {
-        constexpr int kChunks8 = D / 16;
-        unsigned char* stage = sm.stage8 + sb * kTileElems;
-#pragma unroll
-        for (int u = tid; u < BN * kChunks8; u += 128) {
-          const int r = u / kChunks8, c = u % kChunks8;
-          const longlong2 offs = table[r];
-          const int64_t off = is_v ? offs.y : offs.x;
-          cp_async_16(stage + r * D + c * 16, cache + max(off, int64_t(0)) + c * 16, off >= 0);
-        }
-      };
-      auto widen = [&](int sb, T* dst_tile) {
-        constexpr int kChunks8 = D / 16;
-        const unsigned char* stage = sm.stage8 + sb * kTileElems;
-        unsigned char* dst = reinterpret_cast<unsigned char*>(dst_tile);
-#pragma unroll
-        for (int u = tid; u < BN * kChunks8; u += 128) {
-          const int r = u / kChunks8, c = u % kChunks8;
-          const uint4 in = *reinterpret_cast<const uint4*>(stage + r * D + c * 16);
-          // Bytes 0..7 become b16 chunk 2c of the row, bytes 8..15 chunk 2c + 1 (low byte first).
-          const uint4 lo = make_uint4(e4m3x2_to_b16<T>(in.x & 0xffffu), e4m3x2_to_b16<T>(in.x >> 16),
-                                      e4m3x2_to_b16<T>(in.y & 0xffffu), e4m3x2_to_b16<T>(in.y >> 16));
-          const uint4 hi = make_uint4(e4m3x2_to_b16<T>(in.z & 0xffffu), e4m3x2_to_b16<T>(in.z >> 16),
-                                      e4m3x2_to_b16<T>(in.w & 0xffffu), e4m3x2_to_b16<T>(in.w >> 16));
-          *reinterpret_cast<uint4*>(dst + tile_byte_off<kChunks, BN, true>(r, 2 * c)) = lo;
-          *reinterpret_cast<uint4*>(dst + tile_byte_off<kChunks, BN, true>(r, 2 * c + 1)) = hi;
-        }
-      };
-      // copy_rows(K or V): the tile's rows from the cache into a ring slot.
-      auto copy_rows = [&](const CT* cache, T* dst_tile, bool is_v) {
-        unsigned char* dst = reinterpret_cast<unsigned char*>(dst_tile);
-        if constexpr (kSwizzle) {
-          // Lane = (row rr of an 8-row group, chunk quad cq): the thread copies chunks cq, cq + 4,
-          // ... of its row, reading the row's offset once. Chunk c = cq + 4j of row r lands in
-          // 128-byte piece j / 2, slot (c % 8) ^ (r % 8) = (cq ^ rr) ^ 4 (j & 1): two base
-          // addresses, the rest immediates. Each warp instruction writes 8 rows x 4 slots, every
-          // 16-byte slot position four times: 4 wavefronts, the minimum for 512 bytes.
-          static_assert(kChunks % 4 == 0, "whole chunk quads per row");
-          const int rr = lane % 8, cq = lane / 8;
-          const int slot_even = (cq ^ rr) << 4, slot_odd = slot_even ^ 64;
-#pragma unroll
-          for (int rg = warp; rg < BN / 8; rg += 4) {
-            const int r = rg * 8 + rr;
-            const longlong2 offs = table[r];
-            const int64_t off = is_v ? offs.y : offs.x;
-            const CT* src = cache + max(off, int64_t(0)) + cq * 8;
-            unsigned char* d_even = dst + r * 128 + slot_even;
-            unsigned char* d_odd = dst + r * 128 + slot_odd;
-#pragma unroll
-            for (int j = 0; j < kChunks / 4; ++j)
-              cp_async_16((j & 1 ? d_odd : d_even) + (j / 2) * (BN * 128), src + j * 32, off >= 0);
-          }
-        } else {
-          // Each thread copies whole rows (all chunk quads of row r, the same lane chunk in each),
-          // so the row's offset is read once and the copies differ by immediates; each warp
-          // instruction covers 8 rows x 4 chunks = 512 contiguous bytes of shared memory.
-#pragma unroll
-          for (int rg = warp; rg < BN / 8; rg += 4) {
-            const int r = rg * 8 + row_in_group;
-            const longlong2 offs = table[r];
-            const int64_t off = is_v ? offs.y : offs.x;
-            const CT* src = cache + max(off, int64_t(0)) + chunk_in_quad * 8;
-            unsigned char* d = dst + tile_byte_off<kChunks, BN, false>(r, chunk_in_quad);
-#pragma unroll
-            for (int quad = 0; quad < kQuads; ++quad) cp_async_16(d + quad * 4 * 128, src + quad * 32, off >= 0);
-          }
-        }
-      };
-      // One K or V tile into its slot once the consumers have released it.
-      auto copy_tile = [&](bool is_v) {
-        mbar_wait(is_v ? &sm.v_empty[slot] : &sm.k_empty[slot], parity);
-        uint64_t* full = is_v ? &sm.v_full[slot] : &sm.k_full[slot];
-        T* dst = is_v ? v_dst : k_dst;
-        if (tma_tile) {
-          copy_tma(is_v ? &maps.v : &maps.k, dst, full);
-        } else {
-          copy_rows(is_v ? v_cache : k_cache, dst, is_v);
-          mbar_arrive_on_cp_async(full);
-        }
-      };
-      if constexpr (kFp8) {
-        // Both tiles' bytes in flight at once, then each widened once its slot is free. The
-        // staging tiles were last read by this tile pair's predecessor's widening, which every
-        // thread finished at the producer_sync that ended it.
-        copy_bytes(k_cache, 0, false);
-        cp_async_commit();
-        copy_bytes(v_cache, 1, true);
-        cp_async_commit();
+      }
+    };
+
+    int next_page = read_page(tile_begin);
+    if constexpr (kFp8) {
+      // fp8: the bytes of tile t + 1 are issued as soon as a staging tile is free (K(t + 1) once
+      // K(t) is widened, V(t + 1) once V(t) is), so a tile's copy runs while the one before it is
+      // widened. Commit groups in flight at the top of each tile: K(t), V(t) (every step commits
+      // one group, empty past the pass's last tile, so the count stays the same).
+      if (tile_begin < tile_end_) {
+        fill_table(tile_begin, it, next_page);
+        next_page = read_page(tile_begin + 1);
+        producer_sync();
+        copy_bytes(k_cache, table_at(it), 0, false);
+        copy_bytes(v_cache, table_at(it), 1, true);
+      }
+      for (int tile = tile_begin; tile < tile_end_; ++tile, ++it) {
+        const bool has_next = tile + 1 < tile_end_;
+        const int slot = it % kStages;
+        const int parity = ((it / kStages) & 1) ^ 1;
+        T* k_dst = sm.kv + 2 * slot * kTileElems;
         for (int half = 0; half < 2; ++half) {
           const bool is_v = half == 1;
-          if (is_v) cp_async_wait<0>();
-          else cp_async_wait<1>();  // the K bytes (and the Q tile's copies before them)
-          producer_sync();                // every thread's bytes have landed
+          cp_async_wait<1>();  // this tensor's bytes (and, on the first tile, the Q copies before them)
+          producer_sync();     // every thread's bytes have landed; every thread is past its last copy issue
+          // The next tile's table goes to the ring position tile t - 1 used, whose copies every
+          // thread has issued (the barrier above); the barrier after the widening publishes it.
+          if (!is_v && has_next) {
+            fill_table(tile + 1, it + 1, next_page);
+            next_page = read_page(tile + 2);  // lands while this tile is widened
+          }
           mbar_wait(is_v ? &sm.v_empty[slot] : &sm.k_empty[slot], parity);
-          widen(half, is_v ? v_dst : k_dst);
+          widen(half, is_v ? k_dst + kTileElems : k_dst);
           fence_proxy_async();  // these generic-proxy stores are read by the consumers' wgmma
           producer_sync();      // every thread done with the staging tile and its stores
           mbar_arrive(is_v ? &sm.v_full[slot] : &sm.k_full[slot]);
           if (!is_v) MA_TL_STAMP(ring, kTlProducerFirstKv, pass_q0 == w.tile_q0 && tile == tile_begin);
+          if (has_next) copy_bytes(is_v ? v_cache : k_cache, table_at(it + 1), half, is_v);
+          else cp_async_commit();
         }
-      } else {
+      }
+    } else {
+      for (int tile = tile_begin; tile < tile_end_; ++tile, ++it) {
+        const longlong2* table = table_at(it);
+        fill_table(tile, it, next_page);
+        next_page = read_page(tile + 1);  // lands while this tile's copies are issued
+        producer_sync();
+        const int slot = it % kStages;
+        const int parity = ((it / kStages) & 1) ^ 1;
+        T* k_dst = sm.kv + 2 * slot * kTileElems;
+        T* v_dst = k_dst + kTileElems;
+        // TMA only for tiles whose every key is attended: the cp.async path zero-fills the others
+        // (a stale NaN in a masked V row would survive P = 0 as 0 * NaN).
+        const int tile_key0 = first_tile_key + tile * BN;
+        const bool tma_tile = kTma && tile_key0 >= kv_lo && tile_key0 + BN <= kv_hi;
+        // Every producer thread arrives once per slot and phase (count 128) on either path.
+        auto copy_tma = [&](const TmaMap* map, T* dst_tile, uint64_t* full) {
+          if (tid == 0) mbar_arrive_expect_tx(full, uint32_t(kTileElems * sizeof(T)));
+          producer_sync();  // the expected bytes are set before any copy can land
+        // Box b: keys [b * box_keys, (b + 1) * box_keys) of the tile, one page.
+          if (tid < BN / box_keys) {
+            const int page = sm.box_pages[(it & 1) * BN + tid];
+            const int slot0 = (tile_key0 + box_keys * tid) % page_size;
+            unsigned char* dst = reinterpret_cast<unsigned char*>(dst_tile) + tid * box_keys * 128;
+#pragma unroll
+            for (int piece = 0; piece < D / 64; ++piece)
+              tma_load_4d(dst + piece * (BN * 128), map, piece * 64, kv_head, slot0, page, full);
+          }
+          if (tid != 0) mbar_arrive(full);
+        };
+        // copy_rows(K or V): the tile's rows from the cache into a ring slot.
+        auto copy_rows = [&](const CT* cache, T* dst_tile, bool is_v) {
+          unsigned char* dst = reinterpret_cast<unsigned char*>(dst_tile);
+          if constexpr (kSwizzle) {
+            // Lane = (row rr of an 8-row group, chunk quad cq): the thread copies chunks cq, cq + 4,
+            // ... of its row, reading the row's offset once. Chunk c = cq + 4j of row r lands in
+            // 128-byte piece j / 2, slot (c % 8) ^ (r % 8) = (cq ^ rr) ^ 4 (j & 1): two base
+            // addresses, the rest immediates. Each warp instruction writes 8 rows x 4 slots, every
+            // 16-byte slot position four times: 4 wavefronts, the minimum for 512 bytes.
+            static_assert(kChunks % 4 == 0, "whole chunk quads per row");
+            const int rr = lane % 8, cq = lane / 8;
+            const int slot_even = (cq ^ rr) << 4, slot_odd = slot_even ^ 64;
+#pragma unroll
+            for (int rg = warp; rg < BN / 8; rg += 4) {
+              const int r = rg * 8 + rr;
+              const longlong2 offs = table[r];
+              const int64_t off = is_v ? offs.y : offs.x;
+              const CT* src = cache + max(off, int64_t(0)) + cq * 8;
+              unsigned char* d_even = dst + r * 128 + slot_even;
+              unsigned char* d_odd = dst + r * 128 + slot_odd;
+#pragma unroll
+              for (int j = 0; j < kChunks / 4; ++j)
+                cp_async_16((j & 1 ? d_odd : d_even) + (j / 2) * (BN * 128), src + j * 32, off >= 0);
+            }
+          } else {
+            // Each thread copies whole rows (all chunk quads of row r, the same lane chunk in each),
+            // so the row's offset is read once and the copies differ by immediates; each warp
+            // instruction covers 8 rows x 4 chunks = 512 contiguous bytes of shared memory.
+#pragma unroll
+            for (int rg = warp; rg < BN / 8; rg += 4) {
+              const int r = rg * 8 + row_in_group;
+              const longlong2 offs = table[r];
+              const int64_t off = is_v ? offs.y : offs.x;
+              const CT* src = cache + max(off, int64_t(0)) + chunk_in_quad * 8;
+              unsigned char* d = dst + tile_byte_off<kChunks, BN, false>(r, chunk_in_quad);
+#pragma unroll
+              for (int quad = 0; quad < kQuads; ++quad) cp_async_16(d + quad * 4 * 128, src + quad * 32, off >= 0);
+            }
+          }
+        };
+        // One K or V tile into its slot once the consumers have released it.
+        auto copy_tile = [&](bool is_v) {
+          mbar_wait(is_v ? &sm.v_empty[slot] : &sm.k_empty[slot], parity);
+          uint64_t* full = is_v ? &sm.v_full[slot] : &sm.k_full[slot];
+          T* dst = is_v ? v_dst : k_dst;
+          if (tma_tile) {
+            copy_tma(is_v ? &maps.v : &maps.k, dst, full);
+          } else {
+            copy_rows(is_v ? v_cache : k_cache, dst, is_v);
+            mbar_arrive_on_cp_async(full);
+          }
+        };
         copy_tile(false);
         MA_TL_STAMP(ring, kTlProducerFirstKv, pass_q0 == w.tile_q0 && tile == tile_begin);
         copy_tile(true);
