@@ -242,9 +242,11 @@ def test_forced_kv_splits(lib, extend_kernel, splits):
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("KV splits exist in the sm_90a kernel only")
     lib.request = {"extend_kv_splits": splits}
-    for window_left, d in ((-1, 128), (700, 64), (-1, 256)):
+    # fp8 caches: the producer's staging tiles rotate over each rank's share of the tiles.
+    for window_left, d, kv_dtype in ((-1, 128, None), (700, 64, None), (-1, 256, None), (-1, 128, FP8),
+                                     (700, 64, FP8)):
         run_and_check(lib, ext_lens=[500, 9], prefix_lens=[5000, 3001], hq=8, hkv=2, d=d, page_size=16,
-                      window_left=window_left, use_sinks=True, seed=splits * 31 + d)
+                      kv_dtype=kv_dtype, window_left=window_left, use_sinks=True, seed=splits * 31 + d)
     lib.request = {}
     b = make_batch([300], [4000], 8, 2, 128, 16, seed=6)
     q, kc, vc, idx = b.q, b.k_cache, b.v_cache, b.kv_indices
