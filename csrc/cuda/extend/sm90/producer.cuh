@@ -62,6 +62,14 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
   constexpr int kRowsPerCopy = 32 / kChunkLanes;
   static_assert(kChunks <= 32, "head_dim <= 256");
   constexpr int kTileElems = BN * D;
+  // fp8 byte tiles (copy_bytes, widen): thread tid takes 16-byte chunk tid % kChunks8 of rows
+  // tid / kChunks8 + i * kRowStep8, i < kRows8, in batches of kBatch8 (loads first, then their
+  // use). kRowStep8 is a multiple of 8, so every row a thread widens has the same swizzle.
+  constexpr int kChunks8 = D / 16;
+  constexpr int kRowStep8 = 128 / kChunks8;
+  constexpr int kRows8 = BN / kRowStep8;
+  constexpr int kBatch8 = kRows8 < 4 ? kRows8 : 4;
+  static_assert(kRowStep8 % 8 == 0 && kRows8 % kBatch8 == 0, "whole batches of equally swizzled rows");
 
   const AttentionCommon& a = args.a;
   const PlanView& plan = a.plan;
@@ -137,39 +145,28 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
     // fp8: copy_bytes(K or V) copies a tile's rows as bytes into staging tile sb (row r at r * D
     // bytes; keys outside the range zero-filled), one commit group per call.
     auto copy_bytes = [&](const CT* cache, const longlong2* table, int sb, bool is_v) {
-      constexpr int kChunks8 = D / 16;          // 16-byte chunks of bytes per row
-      constexpr int kRowStep = 128 / kChunks8;  // rows between a thread's chunks
-      constexpr int kIters = BN / kRowStep;
-      constexpr int kBatch = kIters < 4 ? kIters : 4;
-      static_assert(kIters % kBatch == 0, "whole batches");
-      // Chunk c of rows r0, r0 + kRowStep, ...; a batch's row offsets are read before its copies
-      // are issued, so the table's shared-memory latency is paid once a batch, not once a copy.
+      // A batch's row offsets are read before its copies are issued, so the table's shared-memory
+      // latency is paid once a batch, not once a copy.
       const int c = tid % kChunks8, r0 = tid / kChunks8;
       const int64_t* offsets = reinterpret_cast<const int64_t*>(table + r0) + (is_v ? 1 : 0);
       unsigned char* stage = sm.stage8 + sb * kTileElems + r0 * D + c * 16;
 #pragma unroll
-      for (int i0 = 0; i0 < kIters; i0 += kBatch) {
-        int64_t off[kBatch];
+      for (int i0 = 0; i0 < kRows8; i0 += kBatch8) {
+        int64_t off[kBatch8];
 #pragma unroll
-        for (int b = 0; b < kBatch; ++b) off[b] = offsets[2 * (i0 + b) * kRowStep];
+        for (int b = 0; b < kBatch8; ++b) off[b] = offsets[2 * (i0 + b) * kRowStep8];
 #pragma unroll
-        for (int b = 0; b < kBatch; ++b)
-          cp_async_16(stage + (i0 + b) * kRowStep * D, cache + max(off[b], int64_t(0)) + c * 16, off[b] >= 0);
+        for (int b = 0; b < kBatch8; ++b)
+          cp_async_16(stage + (i0 + b) * kRowStep8 * D, cache + max(off[b], int64_t(0)) + c * 16, off[b] >= 0);
       }
       cp_async_commit();
     };
     // fp8: widen(sb, slot tile) converts staging tile sb to T (exactly) into the swizzled layout
-    // the consumers read. A thread widens chunk c of rows r0, r0 + kRowStep, ...: every row it
-    // touches has the same swizzle (kRowStep is a multiple of 8), so its addresses differ by
-    // immediates. The loads of a batch are issued before any of its stores: the compiler cannot
+    // the consumers read; a thread's addresses differ by immediates (one swizzle for all its rows).
+    // The loads of a batch are issued before any of its stores: the compiler cannot
     // move a staging load above a ring store (it cannot tell the two apart), so one load at a time
     // would expose a shared-memory latency per chunk, which the consumers' wgmma traffic makes long.
     auto widen = [&](int sb, T* dst_tile) {
-      constexpr int kChunks8 = D / 16;          // 16-byte chunks of bytes per row
-      constexpr int kRowStep = 128 / kChunks8;  // rows between a thread's chunks
-      constexpr int kIters = BN / kRowStep;
-      constexpr int kBatch = kIters < 4 ? kIters : 4;
-      static_assert(kRowStep % 8 == 0 && kIters % kBatch == 0, "whole batches of equally swizzled rows");
       const int c = tid % kChunks8, r0 = tid / kChunks8;
       const unsigned char* src = sm.stage8 + sb * kTileElems + r0 * D + c * 16;
       // Bytes 0..7 of a chunk become b16 chunk 2c of the row, bytes 8..15 chunk 2c + 1 (low byte first).
@@ -177,13 +174,13 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
       unsigned char* dst_hi =
           reinterpret_cast<unsigned char*>(dst_tile) + tile_byte_off<kChunks, BN, true>(r0, 2 * c + 1);
 #pragma unroll
-      for (int i0 = 0; i0 < kIters; i0 += kBatch) {
-        uint4 in[kBatch];
+      for (int i0 = 0; i0 < kRows8; i0 += kBatch8) {
+        uint4 in[kBatch8];
 #pragma unroll
-        for (int b = 0; b < kBatch; ++b) in[b] = *reinterpret_cast<const uint4*>(src + (i0 + b) * kRowStep * D);
+        for (int b = 0; b < kBatch8; ++b) in[b] = *reinterpret_cast<const uint4*>(src + (i0 + b) * kRowStep8 * D);
 #pragma unroll
-        for (int b = 0; b < kBatch; ++b) {
-          const int row_off = (i0 + b) * kRowStep * 128;  // tile_byte_off's row term
+        for (int b = 0; b < kBatch8; ++b) {
+          const int row_off = (i0 + b) * kRowStep8 * 128;  // tile_byte_off's row term
           const uint4 x = in[b];
           *reinterpret_cast<uint4*>(dst_lo + row_off) =
               make_uint4(e4m3x2_to_b16<T>(x.x & 0xffffu), e4m3x2_to_b16<T>(x.x >> 16), e4m3x2_to_b16<T>(x.y & 0xffffu),
