@@ -71,8 +71,8 @@ def make_batch(ext_lens, prefix_lens, hq, hkv, d, page_size, q_dtype=torch.bfloa
 
 def skip_forced_persistent_off_sm90(lib, page_size, hq, hkv, d, **fields):
     """The few_ctas variant forces the persistent launch, which only the sm_90a kernel has (the
-    plan refuses it elsewhere); a config the policy sends to the mma.sync kernel (fp8 caches at
-    head dim 256) is the "mma" variant's test."""
+    plan refuses it elsewhere); a config the policy sends to the mma.sync kernel is the "mma"
+    variant's test."""
     if lib.request.get("extend_persistent") != 1 or not isinstance(lib, OpExtend):
         return
     policy = {k: v for k, v in lib.request.items() if k != "extend_persistent"}

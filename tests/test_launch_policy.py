@@ -54,17 +54,17 @@ def test_tma_needs_pages_of_sixteen_and_can_be_forced_off():
         policy(H200, page=1, extend_tma=1)
 
 
-def test_fp8_caches_and_other_gpus_take_the_mma_kernel():
+def test_other_gpus_take_the_mma_kernel_and_fp8_caches_the_sm90_one():
     for dev in (H200_NO_90A, A100):
         p = policy(dev)
         assert p["kernel"] == 1 and p["rows"] == 128 and p["tma"] == 0
-    # fp8 caches: the sm_90a kernel at head dims 64 / 128 (cp.async into staging tiles, widened by
-    # its producer), the mma.sync one at 256 (no shared memory left for the staging tiles).
-    for d in (64, 128):
-        p = policy(H200, d=d, kv_fp8=1)
-        assert p["kernel"] == 2 and p["rows"] == 192 and p["tma"] == 0
-    p = policy(H200, d=256, kv_fp8=1)
-    assert p["kernel"] == 1 and p["rows"] == 128
+    # fp8 caches: the sm_90a kernel at every head dim (cp.async into staging tiles, widened by its
+    # producer; at head dim 256 they fit beside the ring with 40 bytes to spare), by default and
+    # when asked for.
+    for d, rows in ((64, 192), (128, 192), (256, 128)):
+        for kw in ({}, {"extend_kernel": 2}):
+            p = policy(H200, d=d, kv_fp8=1, **kw)
+            assert p["kernel"] == 2 and p["rows"] == rows and p["tma"] == 0
 
 
 def test_hip_shapes_and_portable_decode():
@@ -89,8 +89,6 @@ def test_hip_extend_needs_cdna_mfma():
 def test_impossible_overrides_are_errors_naming_the_argument():
     with pytest.raises(RuntimeError, match="extend_backend='sm90' needs an sm_90a build"):
         policy(A100, extend_kernel=2)
-    with pytest.raises(RuntimeError, match="extend_backend='sm90' takes float8_e4m3fn caches at head dims 64 and 128"):
-        policy(H200, extend_kernel=2, kv_fp8=1, d=256)
     with pytest.raises(RuntimeError, match="extend_tma=1 needs"):
         policy(H200, extend_tma=1, kv_fp8=1)
     with pytest.raises(RuntimeError, match="is a GPU kernel: the plan is for the CPU"):
@@ -148,7 +146,7 @@ def test_kv_split_needs_one_pass_tiles():
 def test_persistent_extend_launch_where_not_split():
     assert policy(H200)["persistent"] == 1
     assert policy(H200, extend_persistent=0)["persistent"] == 0
-    assert policy(A100)["persistent"] == 0 and policy(H200, kv_fp8=1, d=256)["persistent"] == 0
+    assert policy(A100)["persistent"] == 0 and policy(H200, kv_fp8=1, d=256)["persistent"] == 1
     b = plan(H200, [4096], [4096], mode=1)  # case B: 86 tiles x 8 head groups
     assert field(b, "extend_kv_splits") == 1 and field(b, "extend_ctas") == 132
     assert field(plan(H200, [50], [100], mode=1, extend_kv_splits=1), "extend_ctas") == 16  # 2 tiles x 8

@@ -72,15 +72,11 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
       if (!dev.sm90_extend)
         return cat("extend_backend='sm90' needs an sm_90a build on a compute-capability 9.0 GPU; the device is ",
                    describe(dev));
-      if (kv_fp8 && !sm90_takes_fp8(head_dim))
-        return cat("extend_backend='sm90' takes float8_e4m3fn caches at head dims 64 and 128 only, got head_dim ",
-                   head_dim);
       p.extend_kernel = ExtendKernel::kSm90;
     } else if (want == ExtendKernel::kMma) {
       p.extend_kernel = ExtendKernel::kMma;
     } else {
-      p.extend_kernel =
-          dev.sm90_extend && (!kv_fp8 || sm90_takes_fp8(head_dim)) ? ExtendKernel::kSm90 : ExtendKernel::kMma;
+      p.extend_kernel = dev.sm90_extend ? ExtendKernel::kSm90 : ExtendKernel::kMma;
     }
   }
   switch (p.extend_kernel) {

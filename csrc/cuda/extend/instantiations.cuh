@@ -13,7 +13,7 @@ template <int kHeadDim, typename T, bool kFp8>
 const char* launch_extend_impl(const ExtendParams& p, gpuStream_t stream);
 
 // One (head dim, element type, fp8 cache) instantiation of the warp-specialised sm_90a
-// kernel (extend/sm90/kernel.cuh; fp8 caches at head dims 64 and 128 only), launched with the
+// kernel (extend/sm90/kernel.cuh), launched with the
 // plan's KV split and copy path.
 template <int kHeadDim, typename T, bool kFp8>
 const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream);

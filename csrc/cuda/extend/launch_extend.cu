@@ -17,7 +17,6 @@ const char* dispatch_head_dim(const ExtendParams& p, bool fp8, gpuStream_t strea
   const int d = p.attn.head_dim;
   if (p.attn.plan.extend_kernel == int32_t(ExtendKernel::kSm90)) {
 #if defined(MA_CUDA) && defined(MA_EXTEND_SM90_BUILT)
-    if (fp8 && !sm90_takes_fp8(d)) return "extend: the plan picked the sm90 kernel for a float8 cache at head dim 256";
     switch (d) {
       case 64:
         return MA_IF_HD64((fp8 ? MA_IF_FP8((launch_extend_sm90_impl<64, T, true>(p, stream)))
@@ -25,7 +24,9 @@ const char* dispatch_head_dim(const ExtendParams& p, bool fp8, gpuStream_t strea
       case 128:
         return MA_IF_HD128((fp8 ? MA_IF_FP8((launch_extend_sm90_impl<128, T, true>(p, stream)))
                                 : launch_extend_sm90_impl<128, T, false>(p, stream)));
-      case 256: return MA_IF_HD256((launch_extend_sm90_impl<256, T, false>(p, stream)));
+      case 256:
+        return MA_IF_HD256((fp8 ? MA_IF_FP8((launch_extend_sm90_impl<256, T, true>(p, stream)))
+                                : launch_extend_sm90_impl<256, T, false>(p, stream)));
       default: return "extend: head_dim must be 64, 128 or 256";
     }
 #else

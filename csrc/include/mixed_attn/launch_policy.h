@@ -117,10 +117,6 @@ MA_HOST_DEVICE constexpr int extend_sm90_block_rows(int head_dim) {
          : head_dim == 256 ? 64 * MA_SM90_D256_WGS
                            : 0;
 }
-// fp8 e4m3 caches on the sm_90a kernel: its producer copies the bytes into two staging tiles and
-// widens them into the ring, which leaves room in shared memory at head dims 64 and 128 only
-// (extend/sm90/traits.cuh, sm90_fp8_fits, static_asserts the same).
-MA_HOST_DEVICE constexpr bool sm90_takes_fp8(int head_dim) { return head_dim == 64 || head_dim == 128; }
 // Ranks 1.. of a KV-split cluster park their partial state in rank 0's shared
 // memory, which has room for one partial at every head dim: two splits at most
 // (three measured slower where they fit: benchmarks/RESULTS.md). Whether a launch splits is

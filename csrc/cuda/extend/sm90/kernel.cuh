@@ -25,10 +25,9 @@
 // 8 rows x 4 chunks with every 16-byte slot position hit four times (MA_SM90_SWIZZLE=0 gives
 // the cp.async-only instantiation the no-swizzle canonical layout instead).
 //
-// Scope: bf16 / fp16 q with a cache of the same type, head dims 64/128/256, or an fp8 e4m3
-// cache at head dims 64/128 (kFp8: the producer copies its bytes into two staging tiles and
-// widens them into the ring; no TMA). fp8 at head dim 256 and other GPUs use
-// extend/portable/kernel.cuh (the plan chooses, launch_extend follows).
+// Scope: bf16 / fp16 q with a cache of the same type or an fp8 e4m3 cache (kFp8: the producer
+// copies its bytes into two staging tiles and widens them into the ring; no TMA), head dims
+// 64/128/256. Other GPUs use extend/portable/kernel.cuh (the plan chooses, launch_extend follows).
 // The kernel is bound by the K/V copies from L2: three consumer warpgroups, the
 // KV split and the TMA copies each exist to cut or hide copy time (the rates of
 // each step against the bf16 matmul: benchmarks/RESULTS.md).
@@ -94,7 +93,7 @@ __global__ void MA_SM90_KERNEL_BOUNDS(kHeadDim)
   const AttentionCommon& a = args.a;
   const PlanView& plan = a.plan;
   // ---- shared memory (sizes: sm90_smem_bytes) ----
-  extern __shared__ __align__(128) unsigned char smem_raw[];
+  extern __shared__ __align__(kSm90SmemDeclaredAlign) unsigned char smem_raw[];
   Sm90Smem<T> sm;
   // 1024-byte aligned tiles (the swizzle pattern repeats every 1024 bytes of address).
   sm.q = reinterpret_cast<T*>(smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023));
@@ -102,7 +101,7 @@ __global__ void MA_SM90_KERNEL_BOUNDS(kHeadDim)
   sm.stage8 = reinterpret_cast<unsigned char*>(sm.kv + kStages * 2 * kTileElems);
   sm.row_table = reinterpret_cast<longlong2*>(sm.stage8 + (kFp8 ? 2 * kTileElems : 0));
   sm.box_pages = reinterpret_cast<int*>(sm.row_table + 2 * BN);
-  uint64_t* bars = reinterpret_cast<uint64_t*>(sm.box_pages + 2 * BN);
+  uint64_t* bars = reinterpret_cast<uint64_t*>(sm.box_pages + (kFp8 ? 0 : 2 * BN));  // fp8: no TMA boxes
   sm.k_full = bars;
   sm.v_full = bars + kStages;
   sm.k_empty = bars + 2 * kStages;

@@ -19,7 +19,7 @@ namespace mixed_attn::gpu::extend_detail {
 
 // Host side: launch one instantiation (instantiated in extend/instantiate_hd{64,128,256}.cu) as
 // the plan decided: its KV split per query tile and TMA or cp.async for K/V. kFp8: the fp8 e4m3
-// cache instantiation (head dims 64 and 128; cp.async only; the cache's scales applied).
+// cache instantiation (cp.async only; the cache's scales applied).
 template <int kHeadDim, typename T, bool kFp8>
 const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
   const AttentionCommon& a = p.attn;

@@ -104,8 +104,12 @@ template <> struct Sm90Traits<128> : Sm90Shape<MA_SM90_D128_BN, MA_SM90_D128_ST,
                                                MA_SM90_D128_CREGS2, MA_SM90_D128_MAXNREG> {};
 template <> struct Sm90Traits<256> : Sm90Shape<MA_SM90_D256_BN, MA_SM90_D256_ST, MA_SM90_D256_WGS, 40, 232> {};
 
+// The dynamic shared memory's declared alignment (kernel.cuh): at most 1024 - this bytes go
+// before the 1024-byte aligned tiles.
+constexpr int kSm90SmemDeclaredAlign = 128;
 // Dynamic shared memory of one CTA, in the order kernel.cuh carves it up. kFp8: an fp8 e4m3
-// cache, whose K/V tiles land as bytes in two staging tiles and are widened into the ring.
+// cache, whose K/V tiles land as bytes in two staging tiles and are widened into the ring (cp.async
+// only: no TMA box pages).
 template <int kHeadDim, bool kFp8 = false>
 constexpr int sm90_smem_bytes() {
   using Tr = Sm90Traits<kHeadDim>;
@@ -113,12 +117,12 @@ constexpr int sm90_smem_bytes() {
          + Tr::kStages * 2 * Tr::kBlockN * kHeadDim * 2  // K and V slots
          + (kFp8 ? 2 * Tr::kBlockN * kHeadDim : 0)       // fp8: two staging tiles of bytes
          + 2 * Tr::kBlockN * 16                          // row offset table, two tiles
-         + 2 * Tr::kBlockN * 4                           // page of each TMA box, two tiles
+         + (kFp8 ? 0 : 2 * Tr::kBlockN * 4)              // page of each TMA box, two tiles
          + (4 * Tr::kStages + 3) * 8                     // mbarriers
-         + 1024;                                         // room to align the tiles to 1024 B
+         + 1024 - kSm90SmemDeclaredAlign;                // room to align the tiles to 1024 B
 }
-// The fp8 instantiation exists where its staging tiles fit beside the ring (head dims 64 and
-// 128; at 256 the ring and Q leave no room): launch_policy.h's sm90_takes_fp8 must agree.
+// The fp8 instantiation exists where its staging tiles fit beside the ring (every head dim; at 256
+// with 40 bytes to spare; the launch policy sends every fp8 cache to this kernel on sm_90a).
 template <int kHeadDim>
 constexpr bool sm90_fp8_fits() {
   return sm90_smem_bytes<kHeadDim, true>() <= 227 * 1024;
