@@ -14,6 +14,8 @@ Prints TFLOP/s and the fraction of the matmul rate per case and kernel:
   s1, s2 the sm_90a kernel with MIXED_ATTN_EXTEND_KV_SPLITS=1 / 2 (auto: the split policy);
   np     the sm_90a kernel with extend_persistent=0: one CTA per (tile, head group) item where
          auto's unsplit launches are persistent (about one CTA per SM serving a share of the items);
+  cp     the sm_90a kernel with extend_tma=0: K/V tiles by cp.async only (auto takes TMA boxes for
+         interior tiles of pages of 16 at head dims 128 and 256);
   mma    MIXED_ATTN_EXTEND_KERNEL=mma: the portable mma.sync kernel (extend/portable/kernel.cuh);
   triton the Triton oracle's extend (python/mixed_attn/triton_ref.py) on a plan with the
          mma.sync kernel's 128-row tiles (it covers a tile with blocks of at most 128 rows:
@@ -98,8 +100,8 @@ def flashinfer_extend(b, backend, page_size, hq, hkv, d, q_dtype, kv_dtype):
     return lambda: w.run(b.q, (b.k_cache, b.v_cache), out=out)
 
 
-def run_case(lib, name, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfloat16, fp8=False,
-             kernel="auto"):
+def case_fn(lib, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfloat16, fp8=False, kernel="auto"):
+    """A callable that runs `kernel` once on the case's batch (made here, on the GPU)."""
     kv_dtype = torch.float8_e4m3fn if fp8 else q_dtype
     b = make_batch([ext], [prefix], hq, hkv, d, page_size, dtype=q_dtype, kv_dtype=kv_dtype, device="cuda",
                    seed=0, spare_pages=64)
@@ -114,6 +116,8 @@ def run_case(lib, name, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfl
         request = {"extend_kv_splits": int(kernel[1])}
     elif kernel == "np":
         request = {"extend_persistent": 0}
+    elif kernel == "cp":
+        request = {"extend_tma": 0}
     if kernel in ("fa3", "fa2"):
         fn = flashinfer_extend(b, kernel, page_size, hq, hkv, d, q_dtype, kv_dtype)
     else:
@@ -125,6 +129,12 @@ def run_case(lib, name, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfl
             fn = lambda: triton_extend(q, k_cache, v_cache, kv_indices, meta, info, out)  # noqa: E731
         else:
             fn = lambda: lib.run(info, meta, q, k_cache, v_cache, kv_indices, out)  # noqa: E731
+    return fn
+
+
+def run_case(lib, name, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfloat16, fp8=False,
+             kernel="auto"):
+    fn = case_fn(lib, ext, prefix, hq, hkv, d, page_size, q_dtype, fp8, kernel)
     fn()
     torch.cuda.synchronize()
     ms = bench_ms(fn)
@@ -139,7 +149,7 @@ def main():
     ap.add_argument("--fp8", action="store_true", help="also time the fp8-cache variant of each case")
     ap.add_argument("--json", default=None, help="write the rows here as JSON")
     ap.add_argument("--kernels", default="auto,mma,triton",
-                    help="comma list of auto, s1, s2, np, mma, triton, fa3, fa2")
+                    help="comma list of auto, s1, s2, np, cp, mma, triton, fa3, fa2")
     args = ap.parse_args()
     kernels = args.kernels.split(",")
     if os.environ.get("MA_EXTEND_LIB"):  # lab path: a variant library built by tools/extend_shim.py

@@ -496,7 +496,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   const bool sm90_split_ok = policy.extend_kernel == ExtendKernel::kSm90 && one_pass;
   const int32_t forced = cfg.request.extend_kv_splits;
   const int64_t head_groups = cfg.num_qo_heads / policy.extend_pack;
-  const double key_us = extend_key_us(policy.extend_block_rows, cfg.head_dim, cfg.kv_fp8 ? 1 : 2);
+  const double key_us = extend_key_us(policy.extend_block_rows, cfg.head_dim, cfg.kv_fp8);
   // The KV split of a launch over n tiles of keys(i) keys and its step-cost estimate: the
   // wrapper's fixed split, else (never in deterministic or graph-safe plans, where it would
   // depend on the batch) the fastest by the estimate.

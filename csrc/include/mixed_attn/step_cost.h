@@ -51,10 +51,15 @@ constexpr double kDecodeCtaByteUs = 9.1e-6;  // K/V bytes of one decode CTA's sp
 // (B-d256 0.988 ms, estimated 0.99 with it and 0.74 without; fold of case G) both give: at head
 // dim 256 the copy, not the math, sets a key's cost.
 constexpr double kExtendCopyUsPerByte = 4.0e-5;
-inline double extend_key_us(int block_rows, int head_dim, int kv_elem_bytes) {
+// An fp8 cache's key costs this many times a 16-bit one's, at every head dim: the producer copies
+// its bytes and widens them into the same 16-bit ring the consumers read, so the widening adds to
+// the 16-bit key's cost rather than the byte count halving it (H200, session 15: B-fp8 / B 1.19,
+// D 1.21, B-d64 1.21, B-d256 1.20; benchmarks/RESULTS.md).
+constexpr double kExtendFp8KeyFactor = 1.2;
+inline double extend_key_us(int block_rows, int head_dim, bool kv_fp8) {
   const double math = kExtendKeyUs * (double(block_rows) * head_dim) / (192.0 * 128.0);
-  const double copy = kExtendCopyUsPerByte * 2.0 * head_dim * kv_elem_bytes;
-  return std::max(math, copy);
+  const double copy = kExtendCopyUsPerByte * 2.0 * head_dim * 2;  // K and V rows of 16-bit elements
+  return std::max(math, copy) * (kv_fp8 ? kExtendFp8KeyFactor : 1.0);
 }
 
 // One extend launch, tiles fed costliest first (add_tile), `ctas_per_tile` CTAs per tile (head

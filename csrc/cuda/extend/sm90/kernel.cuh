@@ -8,7 +8,7 @@
 // start-up, the next item's first loads overlapping the last one's end. The CTA is split by
 // role, one header each:
 //   warpgroup 0, the producer (producer.cuh): 128 threads that only copy Q and the paged
-//     K/V tiles, by TMA or cp.async, into a ring of kStages K and V slots.
+//     K/V tiles, by TMA or cp.async, into rings of K and V slots (Sm90RingShape).
 //   warpgroups 1.., the consumers (three at head dims 64/128, two at 256; 64 query rows
 //     each): the wgmma main loop, S = Q K^T, masks, online softmax, O += P V
 //     (mainloop.cuh); under a KV split the merge of the cluster's two partials through
@@ -82,11 +82,11 @@ __global__ void MA_SM90_KERNEL_BOUNDS(kHeadDim)
   constexpr int BM = Tr::kBlockM;
   constexpr int kConsumerWarps = 4 * Tr::kConsumerWGs;
   constexpr int BN = Tr::kBlockN;
-  constexpr int kStages = Tr::kStages;
+  using Ring = Sm90RingShape<kHeadDim, kFp8>;
   constexpr bool kSwizzle = kTma || MA_SM90_SWIZZLE != 0;
   constexpr int kTileElems = BN * D;
   static_assert(BN % 64 == 0 && BN <= 128 && D % 32 == 0, "sm90 tile shape");
-  static_assert(kStages >= 2, "ring needs two slots");
+  static_assert(kFp8 || sm90_16bit_fits<kHeadDim>(), "Q and the 16-bit cache's K/V ring must fit");
   static_assert(!kFp8 || (!kTma && kSwizzle && sm90_fp8_fits<kHeadDim>()),
                 "fp8 caches: cp.async into staging tiles, widened into the swizzled ring");
 
@@ -97,16 +97,17 @@ __global__ void MA_SM90_KERNEL_BOUNDS(kHeadDim)
   Sm90Smem<T> sm;
   // 1024-byte aligned tiles (the swizzle pattern repeats every 1024 bytes of address).
   sm.q = reinterpret_cast<T*>(smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023));
-  sm.kv = sm.q + BM * D;
-  sm.stage8 = reinterpret_cast<unsigned char*>(sm.kv + kStages * 2 * kTileElems);
+  sm.k = sm.q + BM * D;
+  sm.v = sm.k + Ring::kKSlots * kTileElems;
+  sm.stage8 = reinterpret_cast<unsigned char*>(sm.v + Ring::kVSlots * kTileElems);
   sm.row_table = reinterpret_cast<longlong2*>(sm.stage8 + (kFp8 ? 2 * kTileElems : 0));
   sm.box_pages = reinterpret_cast<int*>(sm.row_table + 2 * BN);
   uint64_t* bars = reinterpret_cast<uint64_t*>(sm.box_pages + (kFp8 ? 0 : 2 * BN));  // fp8: no TMA boxes
   sm.k_full = bars;
-  sm.v_full = bars + kStages;
-  sm.k_empty = bars + 2 * kStages;
-  sm.v_empty = bars + 3 * kStages;
-  sm.q_full = bars + 4 * kStages;
+  sm.k_empty = sm.k_full + Ring::kKSlots;
+  sm.v_full = sm.k_empty + Ring::kKSlots;
+  sm.v_empty = sm.v_full + Ring::kVSlots;
+  sm.q_full = sm.v_empty + Ring::kVSlots;
   sm.q_empty = sm.q_full + 1;
   sm.merge_arrived = sm.q_full + 2;
   constexpr int kConsumerThreads = 128 * Tr::kConsumerWGs;
@@ -123,10 +124,12 @@ __global__ void MA_SM90_KERNEL_BOUNDS(kHeadDim)
   if (sched.item(0, total_items()) >= total_items()) return;
 
   if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(&sm.k_full[s], 128);  // every producer thread arrives (cp.async)
-      mbar_init(&sm.v_full[s], 128);
+    for (int s = 0; s < Ring::kKSlots; ++s) {
+      mbar_init(&sm.k_full[s], 128);              // every producer thread arrives (cp.async)
       mbar_init(&sm.k_empty[s], kConsumerWarps);  // every consumer warp arrives
+    }
+    for (int s = 0; s < Ring::kVSlots; ++s) {
+      mbar_init(&sm.v_full[s], 128);
       mbar_init(&sm.v_empty[s], kConsumerWarps);
     }
     mbar_init(sm.q_full, 128);
@@ -160,7 +163,7 @@ __global__ void MA_SM90_KERNEL_BOUNDS(kHeadDim)
   for (int r = 0, item; (item = sched.item(r, total_items())) < total_items(); ++r) {
     MA_TL_BIND(ring, r, item, tid == 128);
     MA_TL_STAMP(ring, kTlConsumerStart, true);
-    consume<kHeadDim, T, kSwizzle>(args, sm, sm90_work(args, item, kv_splits, split_rank), tid, warp, lane, ring);
+    consume<kHeadDim, T, kSwizzle, Ring>(args, sm, sm90_work(args, item, kv_splits, split_rank), tid, warp, lane, ring);
     MA_TL_STAMP(ring, kTlConsumerEnd, true);
   }
 #endif  // MA_EXTEND_HAS_WGMMA

@@ -38,15 +38,14 @@ __device__ __forceinline__ void wgmma_wait() {
 
 // The consumers' role for one item of the CTA: every pass of its tile. tid / warp / lane: the
 // CTA's thread, warp (4..) and lane; ring: the ring and Q-slot positions over the CTA's items so
-// far.
-template <int kHeadDim, typename T, bool kSwizzle>
+// far; Ring: the instantiation's K and V slot counts (Sm90RingShape).
+template <int kHeadDim, typename T, bool kSwizzle, typename Ring>
 __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T>& sm, const Sm90Work& w, int tid,
                                         int warp, int lane, Sm90Ring& ring) {
   using Tr = Sm90Traits<kHeadDim>;
   constexpr int D = kHeadDim;
   constexpr int BM = Tr::kBlockM;
   constexpr int BN = Tr::kBlockN;
-  constexpr int kStages = Tr::kStages;
   constexpr int kNTilesS = BN / 8;
   constexpr int kNTilesO = D / 8;
   constexpr int kTileElems = BN * D;
@@ -92,15 +91,16 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
     float s_acc[kNTilesS][4];
     uint32_t p_frag[BN / 16][4];
 
-    auto slot_of = [&](int i) { return i % kStages; };
-    auto parity_of = [&](int i) { return (i / kStages) & 1; };
+    // Ring position i (the CTA's K/V tiles so far) -> slot and phase parity in the K or V ring.
+    auto k_slot = [&](int i) { return i % Ring::kKSlots; };
+    auto v_slot = [&](int i) { return i % Ring::kVSlots; };
     auto release = [&](uint64_t* bar) {
       __syncwarp();
       if (lane == 0) mbar_arrive(bar);
     };
     // S = Q K^T for the K tile in ring position i (issued, not waited).
     auto issue_s = [&](int i) {
-      const unsigned char* k_s = reinterpret_cast<const unsigned char*>(sm.kv + 2 * slot_of(i) * kTileElems);
+      const unsigned char* k_s = reinterpret_cast<const unsigned char*>(sm.k + k_slot(i) * kTileElems);
 #pragma unroll
       for (int n = 0; n < kNTilesS; ++n) s_acc[n][0] = s_acc[n][1] = s_acc[n][2] = s_acc[n][3] = 0.f;
       wgmma_fence();
@@ -120,7 +120,7 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
     };
     // O += P V for the V tile in ring position i (issued, not waited).
     auto issue_pv = [&](int i) {
-      const unsigned char* v_s = reinterpret_cast<const unsigned char*>(sm.kv + (2 * slot_of(i) + 1) * kTileElems);
+      const unsigned char* v_s = reinterpret_cast<const unsigned char*>(sm.v + v_slot(i) * kTileElems);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk)
@@ -175,8 +175,12 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
       }
     };
     // The cp.async writes are generic-proxy writes; wgmma reads through the async proxy.
-    auto wait_full = [&](uint64_t* bar, int i) {
-      mbar_wait(&bar[slot_of(i)], parity_of(i));
+    auto wait_k = [&](int i) {
+      mbar_wait(&sm.k_full[k_slot(i)], (i / Ring::kKSlots) & 1);
+      fence_proxy_async();
+    };
+    auto wait_v = [&](int i) {
+      mbar_wait(&sm.v_full[v_slot(i)], (i / Ring::kVSlots) & 1);
       fence_proxy_async();
     };
 
@@ -188,43 +192,43 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
       release(sm.q_empty);  // an empty share: O = 0, max = -inf, sum = 0
     } else {
       // First tile: S, softmax, P (O is zero: no rescale).
-      wait_full(sm.k_full, it);
+      wait_k(it);
       issue_s(it);
       wgmma_wait<0>();
       fence_regs(s_acc);
       MA_TL_STAMP(ring, kTlConsumerFirstS, pass_q0 == w.tile_q0);
-      release(&sm.k_empty[slot_of(it)]);
+      release(&sm.k_empty[k_slot(it)]);
       softmax(tile_begin, alpha);
       pack_p();
       for (int tile = tile_begin + 1; tile < tile_begin + my_tiles; ++tile) {
         const int cur = it + (tile - tile_begin), prev = cur - 1;
         if constexpr (Tr::kOverlap) {
-          wait_full(sm.k_full, cur);
+          wait_k(cur);
           issue_s(cur);
-          wait_full(sm.v_full, prev);
+          wait_v(prev);
           issue_pv(prev);
           wgmma_wait<1>();  // S(cur) done; PV(prev) may still run
           fence_regs(s_acc);
-          release(&sm.k_empty[slot_of(cur)]);
+          release(&sm.k_empty[k_slot(cur)]);
           softmax(tile, alpha);
           wgmma_wait<0>();
           fence_regs(o_acc);
           fence_regs(p_frag);
-          release(&sm.v_empty[slot_of(prev)]);
+          release(&sm.v_empty[v_slot(prev)]);
           rescale_o(alpha);
           pack_p();
         } else {
-          wait_full(sm.v_full, prev);
+          wait_v(prev);
           issue_pv(prev);
           wgmma_wait<0>();
           fence_regs(o_acc);
           fence_regs(p_frag);
-          release(&sm.v_empty[slot_of(prev)]);
-          wait_full(sm.k_full, cur);
+          release(&sm.v_empty[v_slot(prev)]);
+          wait_k(cur);
           issue_s(cur);
           wgmma_wait<0>();
           fence_regs(s_acc);
-          release(&sm.k_empty[slot_of(cur)]);
+          release(&sm.k_empty[k_slot(cur)]);
           softmax(tile, alpha);
           rescale_o(alpha);
           pack_p();
@@ -235,12 +239,12 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
       release(sm.q_empty);
       {
         const int last = it + my_tiles - 1;
-        wait_full(sm.v_full, last);
+        wait_v(last);
         issue_pv(last);
         wgmma_wait<0>();
         fence_regs(o_acc);
         fence_regs(p_frag);
-        release(&sm.v_empty[slot_of(last)]);
+        release(&sm.v_empty[v_slot(last)]);
       }
       MA_TL_STAMP(ring, kTlConsumerMainloop, pass_q0 + args.tile_capacity >= w.tile_end);
       it += my_tiles;

@@ -1,6 +1,6 @@
 // The producer warpgroup of the sm_90a extend kernel (warpgroup 0, 128 threads that only copy):
 // per pass, the Q tile (rows past the tile's queries zero-filled), then the CTA's K/V tiles into
-// the ring of kStages K and V slots, each slot behind a full and an empty mbarrier.
+// the rings of K and V slots (Sm90RingShape), each slot behind a full and an empty mbarrier.
 //
 // Paged K/V: the page ids of a K/V tile go into a shared table of row offsets (one key per
 // thread, read a tile ahead so that their latency hides behind the copies). Tiles wholly inside
@@ -53,7 +53,7 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
   constexpr int D = kHeadDim;
   constexpr int BM = Tr::kBlockM;
   constexpr int BN = Tr::kBlockN;
-  constexpr int kStages = Tr::kStages;
+  using Ring = Sm90RingShape<kHeadDim, kFp8>;
   constexpr int kChunks = D / 8;          // 16-byte chunks per row
   constexpr int kQuads = kChunks / 4;     // a warp instruction writes 4 chunks of 8 rows
   constexpr bool kSwizzle = kTma || MA_SM90_SWIZZLE != 0;
@@ -207,9 +207,9 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
       }
       for (int tile = tile_begin; tile < tile_end_; ++tile, ++it) {
         const bool has_next = tile + 1 < tile_end_;
-        const int slot = it % kStages;
-        const int parity = ((it / kStages) & 1) ^ 1;
-        T* k_dst = sm.kv + 2 * slot * kTileElems;
+        static_assert(Ring::kKSlots == Ring::kVSlots, "fp8: one slot index for K and V");
+        const int slot = it % Ring::kKSlots;
+        const int parity = ((it / Ring::kKSlots) & 1) ^ 1;
         for (int half = 0; half < 2; ++half) {
           const bool is_v = half == 1;
           cp_async_wait<1>();  // this tensor's bytes (and, on the first tile, the Q copies before them)
@@ -221,7 +221,7 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
             next_page = read_page(tile + 2);  // lands while this tile is widened
           }
           mbar_wait(is_v ? &sm.v_empty[slot] : &sm.k_empty[slot], parity);
-          widen(half, is_v ? k_dst + kTileElems : k_dst);
+          widen(half, (is_v ? sm.v : sm.k) + slot * kTileElems);
           fence_proxy_async();  // these generic-proxy stores are read by the consumers' wgmma
           producer_sync();      // every thread done with the staging tile and its stores
           mbar_arrive(is_v ? &sm.v_full[slot] : &sm.k_full[slot]);
@@ -236,10 +236,9 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
         fill_table(tile, it, next_page);
         next_page = read_page(tile + 1);  // lands while this tile's copies are issued
         producer_sync();
-        const int slot = it % kStages;
-        const int parity = ((it / kStages) & 1) ^ 1;
-        T* k_dst = sm.kv + 2 * slot * kTileElems;
-        T* v_dst = k_dst + kTileElems;
+        // Slot and the parity of its empty phase to wait for, in the K and in the V ring.
+        const int k_slot = it % Ring::kKSlots, k_parity = ((it / Ring::kKSlots) & 1) ^ 1;
+        const int v_slot = it % Ring::kVSlots, v_parity = ((it / Ring::kVSlots) & 1) ^ 1;
         // TMA only for tiles whose every key is attended: the cp.async path zero-fills the others
         // (a stale NaN in a masked V row would survive P = 0 as 0 * NaN).
         const int tile_key0 = first_tile_key + tile * BN;
@@ -301,9 +300,10 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
         };
         // One K or V tile into its slot once the consumers have released it.
         auto copy_tile = [&](bool is_v) {
-          mbar_wait(is_v ? &sm.v_empty[slot] : &sm.k_empty[slot], parity);
+          const int slot = is_v ? v_slot : k_slot;
+          mbar_wait(is_v ? &sm.v_empty[slot] : &sm.k_empty[slot], is_v ? v_parity : k_parity);
           uint64_t* full = is_v ? &sm.v_full[slot] : &sm.k_full[slot];
-          T* dst = is_v ? v_dst : k_dst;
+          T* dst = (is_v ? sm.v : sm.k) + slot * kTileElems;
           if (tma_tile) {
             copy_tma(is_v ? &maps.v : &maps.k, dst, full);
           } else {

@@ -11,9 +11,11 @@
 namespace mixed_attn::gpu::extend_detail {
 
 // Tile shapes of the sm_90a kernel per head dim: kBlockN keys per K/V tile,
-// kStages ring slots, registers per thread after setmaxnreg for producer and
+// kStages ring slots for K and for V, registers per thread after setmaxnreg for producer and
 // consumers (128 * producer + 256 * consumer <= 64K). Overridable for sweeps
-// (-DMA_SM90_D128_BN=... etc., benchmarks/sweep_extend.py).
+// (-DMA_SM90_D128_BN=... etc., benchmarks/sweep_extend.py). MA_SM90_D*_KST / _VST: K and V
+// slots of a 16-bit cache where they differ from kStages (Sm90RingShape; an fp8 cache's staging
+// tiles leave no room for more).
 #ifndef MA_SM90_D64_BN
 #define MA_SM90_D64_BN 128
 #endif
@@ -25,6 +27,12 @@ namespace mixed_attn::gpu::extend_detail {
 #endif
 #ifndef MA_SM90_D128_ST
 #define MA_SM90_D128_ST 2
+#endif
+#ifndef MA_SM90_D128_KST
+#define MA_SM90_D128_KST MA_SM90_D128_ST
+#endif
+#ifndef MA_SM90_D128_VST
+#define MA_SM90_D128_VST MA_SM90_D128_ST
 #endif
 #ifndef MA_SM90_D256_BN
 #define MA_SM90_D256_BN 64
@@ -74,10 +82,12 @@ namespace mixed_attn::gpu::extend_detail {
 #define MA_SM90_KERNEL_BOUNDS(head_dim) __launch_bounds__(Sm90Traits<head_dim>::kThreads, 1)
 #endif
 
-template <int kBN, int kST, int kWGs, int kProducerRegsIf2, int kConsumerRegsIf2, int kMaxNreg = 0>
+template <int kBN, int kST, int kWGs, int kProducerRegsIf2, int kConsumerRegsIf2, int kMaxNreg = 0, int kKST = kST,
+          int kVST = kST>
 struct Sm90Shape {
   static_assert(kWGs == 2 || kWGs == 3, "two or three consumer warpgroups");
   static constexpr int kBlockN = kBN, kStages = kST, kConsumerWGs = kWGs;
+  static constexpr int kKStages16 = kKST, kVStages16 = kVST;  // a 16-bit cache's K and V slots
   static constexpr int kBlockM = 64 * kWGs;
   static constexpr int kThreads = 128 * (kWGs + 1);
   // Registers per thread after setmaxnreg: 128 * producer + 128 * kWGs * consumer <= 64K.
@@ -100,9 +110,22 @@ template <> struct Sm90Traits<64> : Sm90Shape<MA_SM90_D64_BN, MA_SM90_D64_ST, MA
 #ifndef MA_SM90_D128_CREGS2
 #define MA_SM90_D128_CREGS2 224
 #endif
-template <> struct Sm90Traits<128> : Sm90Shape<MA_SM90_D128_BN, MA_SM90_D128_ST, MA_SM90_D128_WGS, MA_SM90_D128_PREGS2,
-                                               MA_SM90_D128_CREGS2, MA_SM90_D128_MAXNREG> {};
+template <> struct Sm90Traits<128>
+    : Sm90Shape<MA_SM90_D128_BN, MA_SM90_D128_ST, MA_SM90_D128_WGS, MA_SM90_D128_PREGS2, MA_SM90_D128_CREGS2,
+                MA_SM90_D128_MAXNREG, MA_SM90_D128_KST, MA_SM90_D128_VST> {};
 template <> struct Sm90Traits<256> : Sm90Shape<MA_SM90_D256_BN, MA_SM90_D256_ST, MA_SM90_D256_WGS, 40, 232> {};
+
+// The K/V ring of an instantiation: kKSlots K tiles, then kVSlots V tiles, each slot behind a
+// full and an empty mbarrier. A 16-bit cache may have more K than V slots or the reverse (the
+// producer copies K(t) then V(t), and each waits for its own slot); an fp8 cache has kStages of
+// each (its staging tiles take the room).
+template <int kHeadDim, bool kFp8>
+struct Sm90RingShape {
+  using Tr = Sm90Traits<kHeadDim>;
+  static constexpr int kKSlots = kFp8 ? Tr::kStages : Tr::kKStages16;
+  static constexpr int kVSlots = kFp8 ? Tr::kStages : Tr::kVStages16;
+  static_assert(kKSlots >= 2 && kVSlots >= 2, "the ring needs two slots of each");
+};
 
 // The dynamic shared memory's declared alignment (kernel.cuh): at most 1024 - this bytes go
 // before the 1024-byte aligned tiles.
@@ -113,19 +136,24 @@ constexpr int kSm90SmemDeclaredAlign = 128;
 template <int kHeadDim, bool kFp8 = false>
 constexpr int sm90_smem_bytes() {
   using Tr = Sm90Traits<kHeadDim>;
-  return Tr::kBlockM * kHeadDim * 2                      // Q
-         + Tr::kStages * 2 * Tr::kBlockN * kHeadDim * 2  // K and V slots
-         + (kFp8 ? 2 * Tr::kBlockN * kHeadDim : 0)       // fp8: two staging tiles of bytes
-         + 2 * Tr::kBlockN * 16                          // row offset table, two tiles
-         + (kFp8 ? 0 : 2 * Tr::kBlockN * 4)              // page of each TMA box, two tiles
-         + (4 * Tr::kStages + 3) * 8                     // mbarriers
-         + 1024 - kSm90SmemDeclaredAlign;                // room to align the tiles to 1024 B
+  using Ring = Sm90RingShape<kHeadDim, kFp8>;
+  return Tr::kBlockM * kHeadDim * 2                                    // Q
+         + (Ring::kKSlots + Ring::kVSlots) * Tr::kBlockN * kHeadDim * 2  // K and V slots
+         + (kFp8 ? 2 * Tr::kBlockN * kHeadDim : 0)                     // fp8: two staging tiles of bytes
+         + 2 * Tr::kBlockN * 16                                        // row offset table, two tiles
+         + (kFp8 ? 0 : 2 * Tr::kBlockN * 4)                            // page of each TMA box, two tiles
+         + (2 * (Ring::kKSlots + Ring::kVSlots) + 3) * 8               // mbarriers
+         + 1024 - kSm90SmemDeclaredAlign;                              // room to align the tiles to 1024 B
 }
 // The fp8 instantiation exists where its staging tiles fit beside the ring (every head dim; at 256
 // with 40 bytes to spare; the launch policy sends every fp8 cache to this kernel on sm_90a).
 template <int kHeadDim>
 constexpr bool sm90_fp8_fits() {
   return sm90_smem_bytes<kHeadDim, true>() <= 227 * 1024;
+}
+template <int kHeadDim>
+constexpr bool sm90_16bit_fits() {
+  return sm90_smem_bytes<kHeadDim, false>() <= 227 * 1024;
 }
 
 // KV splits (CTAs of one cluster sharing a query tile): at most 2. Ranks 1.. park
@@ -136,7 +164,10 @@ constexpr bool sm90_fp8_fits() {
 template <int kHeadDim>
 constexpr int sm90_max_kv_splits() {
   using Tr = Sm90Traits<kHeadDim>;
-  constexpr int region = Tr::kBlockM * kHeadDim * 2 + Tr::kStages * 2 * Tr::kBlockN * kHeadDim * 2;
+  // The smaller ring of the two instantiations (Sm90RingShape: the fp8 one has kStages of each).
+  constexpr int ring_tiles =
+      Tr::kStages * 2 < Tr::kKStages16 + Tr::kVStages16 ? Tr::kStages * 2 : Tr::kKStages16 + Tr::kVStages16;
+  constexpr int region = Tr::kBlockM * kHeadDim * 2 + ring_tiles * Tr::kBlockN * kHeadDim * 2;
   constexpr int partial = (kHeadDim / 8 + 1) * 128 * Tr::kConsumerWGs * 16;
   static_assert(partial <= region, "rank 0 must have room for one partial");
   return 2;
@@ -162,14 +193,15 @@ __device__ __forceinline__ int tile_byte_off(int r, int c) {
 template <typename T>
 struct Sm90Smem {
   T* q;                   // [kBlockM][D], 1024-byte aligned
-  T* kv;                  // ring: slot s holds K at 2s * kTileElems, V at (2s + 1) * kTileElems
+  T* k;                   // K ring: slot s at s * kTileElems (Sm90RingShape::kKSlots slots)
+  T* v;                   // V ring, right after the K ring (kVSlots slots)
   longlong2* row_table;   // [2][kBlockN] (K offset, V offset) in elements of each key's cache row; -1: zero-fill
   int* box_pages;         // [2][kBlockN] page of each TMA box (TMA tiles; the first kBlockN / box_keys entries)
   unsigned char* stage8;  // fp8 caches: [2][kBlockN][D] bytes, K/V tiles as copied, before widening
-  uint64_t* k_full;       // [kStages] mbarriers: the producer has filled the K slot
-  uint64_t* v_full;       // [kStages] ... the V slot
-  uint64_t* k_empty;      // [kStages] every consumer warp is done with the K slot
-  uint64_t* v_empty;      // [kStages] ... the V slot
+  uint64_t* k_full;       // [kKSlots] mbarriers: the producer has filled the K slot
+  uint64_t* v_full;       // [kVSlots] ... the V slot
+  uint64_t* k_empty;      // [kKSlots] every consumer warp is done with the K slot
+  uint64_t* v_empty;      // [kVSlots] ... the V slot
   uint64_t* q_full;       // Q is in place
   uint64_t* q_empty;      // every S GEMM of the pass has completed: Q may be overwritten
   uint64_t* merge_arrived;  // rank 0: every other rank's partials are in place
