@@ -42,5 +42,5 @@ profile() {  # who kernel regex
 profile ours auto "extend_sm90_kernel" "--section SourceCounters --import-source no"
 ncu --import /tmp/ours.ncu-rep --page source --csv --print-source sass > "$OUT/ours_sass.csv" 2>/dev/null
 echo "sass rows: $(wc -l < "$OUT/ours_sass.csv")"
-python3 -c "import flashinfer" 2>/dev/null && profile fa3 fa3 "[Pp]refill|[Aa]ttention"
+[ -d .peers/flashinfer ] && profile fa3 fa3 "[Pp]refill|[Aa]ttention"
 exit 0
