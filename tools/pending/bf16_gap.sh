@@ -21,12 +21,13 @@ for v in "${list[@]}"; do
   bash scripts/build_inplace.sh -DMIXED_ATTN_HEAD_DIMS=128 "-DCMAKE_CUDA_FLAGS=$v" "-DCMAKE_CXX_FLAGS=$v" \
     >/dev/null 2>&1 || { tail -20 build.log; exit 1; }
   echo "== build flags: ${v:-none} ($(( $(date +%s) - start )) s)"
-  FIRST=$first CASES=$CASES python3 - <<'PY'
+  FIRST=$first CASES=$CASES BUILD_FLAGS="$v" python3 - <<'PY'
 import os, sys
 sys.path.insert(0, os.path.join(os.getcwd(), "benchmarks"))
 import bench_extend as be
 lib = be.OpExtend()
-kernels = ["auto"]
+# A build without the TMA path needs plans without TMA (bench_extend's cp kernel: extend_tma=0).
+kernels = ["cp" if "-DMA_SM90_TMA=0" in os.environ["BUILD_FLAGS"] else "auto"]
 if os.environ["FIRST"] == "1":
     print(f"bf16 matmul {be.matmul_tflops():.1f} TFLOP/s", flush=True)
     try:  # the carried .peers copy (the machine's own `flashinfer` module has no such wrapper)
