@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Issue 13, one device call (~7 minutes warm): where the bf16 sm_90a extend loses to FA3. Lab
-# builds at head dim 128 (apply tools/pending/sm90_lab_leave_out.patch here first: its flags are
-# off by default), each timed on B, D, B-p1 with bench_extend.run_case; the first build also
-# times FlashInfer's FA3 rows in the same process when .peers is carried. VARIANTS overrides the
-# list (';'-separated flag sets; "none" = the default build).
+# builds at head dim 128 (HEAD_DIMS another list, e.g. 256 with CASES=B-d256,D-d256), each timed
+# on CASES (default B, D, B-p1) with bench_extend.run_case; the first build also times FlashInfer's
+# FA3 rows in the same process when .peers is carried. Lab flags need their patch applied here
+# first (tools/pending/README.md; off by default). VARIANTS overrides the list (';'-separated flag
+# sets; "none" = the default build).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export MIXED_ATTN_CUDA_ARCHS=90a PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/python NINJA_JOBS=16
@@ -18,7 +19,7 @@ for v in "${list[@]}"; do
   [ "$v" = none ] && v=""
   start=$(date +%s)
   # The planner cuts tiles by launch_policy.h's MA_SM90_D*_WGS: the C++ side gets the same flags.
-  bash scripts/build_inplace.sh -DMIXED_ATTN_HEAD_DIMS=128 "-DCMAKE_CUDA_FLAGS=$v" "-DCMAKE_CXX_FLAGS=$v" \
+  bash scripts/build_inplace.sh -DMIXED_ATTN_HEAD_DIMS=${HEAD_DIMS:-128} "-DCMAKE_CUDA_FLAGS=$v" "-DCMAKE_CXX_FLAGS=$v" \
     >/dev/null 2>&1 || { tail -20 build.log; exit 1; }
   echo "== build flags: ${v:-none} ($(( $(date +%s) - start )) s)"
   FIRST=$first CASES=$CASES BUILD_FLAGS="$v" python3 - <<'PY'
