@@ -53,8 +53,8 @@ constexpr double kDecodeCtaByteUs = 9.1e-6;  // K/V bytes of one decode CTA's sp
 constexpr double kExtendCopyUsPerByte = 4.0e-5;
 // An fp8 cache's key costs this many times a 16-bit one's, at every head dim: the producer copies
 // its bytes and widens them into the same 16-bit ring the consumers read, so the widening adds to
-// the 16-bit key's cost rather than the byte count halving it (H200, session 15: B-fp8 / B 1.19,
-// D 1.21, B-d64 1.21, B-d256 1.20; benchmarks/RESULTS.md).
+// the 16-bit key's cost rather than the byte count halving it (the fit: benchmarks/RESULTS.md,
+// session 16, "The step cost of an fp8 key").
 constexpr double kExtendFp8KeyFactor = 1.2;
 inline double extend_key_us(int block_rows, int head_dim, bool kv_fp8) {
   const double math = kExtendKeyUs * (double(block_rows) * head_dim) / (192.0 * 128.0);
