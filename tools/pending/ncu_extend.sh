@@ -41,6 +41,6 @@ profile() {  # who kernel regex
 }
 profile ours auto "extend_sm90_kernel" "--section SourceCounters --import-source no"
 ncu --import /tmp/ours.ncu-rep --page source --csv --print-source sass > "$OUT/ours_sass.csv" 2>/dev/null
-echo "sass rows: $(wc -l < "$OUT/ours_sass.csv")"
+python3 tools/ncu_stalls.py "$OUT/ours_sass.csv" --top 8
 [ -d .peers/flashinfer ] && profile fa3 fa3 "[Pp]refill|[Aa]ttention"
 exit 0
