@@ -89,3 +89,19 @@ def test_auto_takes_both_modes_on_the_cpu_plan():
 def test_auto_mode_is_accepted_and_named():
     with pytest.raises(ValueError, match="'split', 'fold' or 'auto'"):
         run_op(make_batch([1], [3], 4, 1, 64, 16), mode="fast")
+
+
+@pytest.mark.parametrize("heads", [(32, 8, 128), (16, 8, 256)])
+def test_an_fp8_cache_costs_more_per_key_not_less(heads):
+    # The sm_90a producer copies an fp8 tile's bytes and widens them into the 16-bit ring, so an
+    # fp8 key costs about 1.2x a 16-bit one at every head dim (benchmarks/RESULTS.md, session 16):
+    # the estimate of an extend-heavy step must rise with an fp8 cache, never fall (it fell at head
+    # dim 256 when the copy term counted one byte an element).
+    hq, hkv, d = heads
+    ext, pre = [4096] + [1] * 8, [4096] + [4095] * 8
+    est = {}
+    for fp8 in (0, 1):
+        info = plan(H200, ext, pre, hq=hq, hkv=hkv, d=d, mode=MODE_AUTO, kv_fp8=fp8)
+        est[fp8] = (field(info, "est_split_ns"), field(info, "est_fold_ns"))
+    for split_or_fold in (0, 1):
+        assert est[1][split_or_fold] > 1.1 * est[0][split_or_fold], est
