@@ -86,8 +86,8 @@ __global__ void MA_SM90_KERNEL_BOUNDS(kHeadDim)
   constexpr bool kSwizzle = kTma || MA_SM90_SWIZZLE != 0;
   constexpr int kTileElems = BN * D;
   static_assert(BN % 64 == 0 && BN <= 128 && D % 32 == 0, "sm90 tile shape");
-  static_assert(kFp8 || sm90_16bit_fits<kHeadDim>(), "Q and the 16-bit cache's K/V ring must fit");
-  static_assert(!kFp8 || (!kTma && kSwizzle && sm90_fp8_fits<kHeadDim>()),
+  static_assert(sm90_fits<kHeadDim, kFp8>(), "Q, the K/V ring (and fp8 staging tiles) must fit");
+  static_assert(!kFp8 || (!kTma && kSwizzle),
                 "fp8 caches: cp.async into staging tiles, widened into the swizzled ring");
 
   const AttentionCommon& a = args.a;

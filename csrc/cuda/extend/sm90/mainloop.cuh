@@ -91,16 +91,13 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
     float s_acc[kNTilesS][4];
     uint32_t p_frag[BN / 16][4];
 
-    // Ring position i (the CTA's K/V tiles so far) -> slot and phase parity in the K or V ring.
-    auto k_slot = [&](int i) { return i % Ring::kKSlots; };
-    auto v_slot = [&](int i) { return i % Ring::kVSlots; };
     auto release = [&](uint64_t* bar) {
       __syncwarp();
       if (lane == 0) mbar_arrive(bar);
     };
     // S = Q K^T for the K tile in ring position i (issued, not waited).
     auto issue_s = [&](int i) {
-      const unsigned char* k_s = reinterpret_cast<const unsigned char*>(sm.k + k_slot(i) * kTileElems);
+      const unsigned char* k_s = reinterpret_cast<const unsigned char*>(sm.k + Ring::k_slot(i) * kTileElems);
 #pragma unroll
       for (int n = 0; n < kNTilesS; ++n) s_acc[n][0] = s_acc[n][1] = s_acc[n][2] = s_acc[n][3] = 0.f;
       wgmma_fence();
@@ -120,7 +117,7 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
     };
     // O += P V for the V tile in ring position i (issued, not waited).
     auto issue_pv = [&](int i) {
-      const unsigned char* v_s = reinterpret_cast<const unsigned char*>(sm.v + v_slot(i) * kTileElems);
+      const unsigned char* v_s = reinterpret_cast<const unsigned char*>(sm.v + Ring::v_slot(i) * kTileElems);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk)
@@ -176,11 +173,11 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
     };
     // The cp.async writes are generic-proxy writes; wgmma reads through the async proxy.
     auto wait_k = [&](int i) {
-      mbar_wait(&sm.k_full[k_slot(i)], (i / Ring::kKSlots) & 1);
+      mbar_wait(&sm.k_full[Ring::k_slot(i)], Ring::k_phase(i));
       fence_proxy_async();
     };
     auto wait_v = [&](int i) {
-      mbar_wait(&sm.v_full[v_slot(i)], (i / Ring::kVSlots) & 1);
+      mbar_wait(&sm.v_full[Ring::v_slot(i)], Ring::v_phase(i));
       fence_proxy_async();
     };
 
@@ -197,7 +194,7 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
       wgmma_wait<0>();
       fence_regs(s_acc);
       MA_TL_STAMP(ring, kTlConsumerFirstS, pass_q0 == w.tile_q0);
-      release(&sm.k_empty[k_slot(it)]);
+      release(&sm.k_empty[Ring::k_slot(it)]);
       softmax(tile_begin, alpha);
       pack_p();
       for (int tile = tile_begin + 1; tile < tile_begin + my_tiles; ++tile) {
@@ -209,12 +206,12 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
           issue_pv(prev);
           wgmma_wait<1>();  // S(cur) done; PV(prev) may still run
           fence_regs(s_acc);
-          release(&sm.k_empty[k_slot(cur)]);
+          release(&sm.k_empty[Ring::k_slot(cur)]);
           softmax(tile, alpha);
           wgmma_wait<0>();
           fence_regs(o_acc);
           fence_regs(p_frag);
-          release(&sm.v_empty[v_slot(prev)]);
+          release(&sm.v_empty[Ring::v_slot(prev)]);
           rescale_o(alpha);
           pack_p();
         } else {
@@ -223,12 +220,12 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
           wgmma_wait<0>();
           fence_regs(o_acc);
           fence_regs(p_frag);
-          release(&sm.v_empty[v_slot(prev)]);
+          release(&sm.v_empty[Ring::v_slot(prev)]);
           wait_k(cur);
           issue_s(cur);
           wgmma_wait<0>();
           fence_regs(s_acc);
-          release(&sm.k_empty[k_slot(cur)]);
+          release(&sm.k_empty[Ring::k_slot(cur)]);
           softmax(tile, alpha);
           rescale_o(alpha);
           pack_p();
@@ -244,7 +241,7 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
         wgmma_wait<0>();
         fence_regs(o_acc);
         fence_regs(p_frag);
-        release(&sm.v_empty[v_slot(last)]);
+        release(&sm.v_empty[Ring::v_slot(last)]);
       }
       MA_TL_STAMP(ring, kTlConsumerMainloop, pass_q0 + args.tile_capacity >= w.tile_end);
       it += my_tiles;

@@ -208,8 +208,8 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
       for (int tile = tile_begin; tile < tile_end_; ++tile, ++it) {
         const bool has_next = tile + 1 < tile_end_;
         static_assert(Ring::kKSlots == Ring::kVSlots, "fp8: one slot index for K and V");
-        const int slot = it % Ring::kKSlots;
-        const int parity = ((it / Ring::kKSlots) & 1) ^ 1;
+        const int slot = Ring::k_slot(it);
+        const int parity = Ring::k_phase(it) ^ 1;
         for (int half = 0; half < 2; ++half) {
           const bool is_v = half == 1;
           cp_async_wait<1>();  // this tensor's bytes (and, on the first tile, the Q copies before them)
@@ -237,8 +237,8 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
         next_page = read_page(tile + 1);  // lands while this tile's copies are issued
         producer_sync();
         // Slot and the parity of its empty phase to wait for, in the K and in the V ring.
-        const int k_slot = it % Ring::kKSlots, k_parity = ((it / Ring::kKSlots) & 1) ^ 1;
-        const int v_slot = it % Ring::kVSlots, v_parity = ((it / Ring::kVSlots) & 1) ^ 1;
+        const int k_slot = Ring::k_slot(it), k_parity = Ring::k_phase(it) ^ 1;
+        const int v_slot = Ring::v_slot(it), v_parity = Ring::v_phase(it) ^ 1;
         // TMA only for tiles whose every key is attended: the cp.async path zero-fills the others
         // (a stale NaN in a masked V row would survive P = 0 as 0 * NaN).
         const int tile_key0 = first_tile_key + tile * BN;

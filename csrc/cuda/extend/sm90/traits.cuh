@@ -125,6 +125,13 @@ struct Sm90RingShape {
   static constexpr int kKSlots = kFp8 ? Tr::kStages : Tr::kKStages16;
   static constexpr int kVSlots = kFp8 ? Tr::kStages : Tr::kVStages16;
   static_assert(kKSlots >= 2 && kVSlots >= 2, "the ring needs two slots of each");
+  // Ring position i (the CTA's K/V tiles so far) -> its slot, and the parity of the phase in which
+  // the producer fills that slot (the consumers wait for it; the producer waits for the slot's
+  // empty phase before it, parity ^ 1).
+  static __device__ __forceinline__ int k_slot(int i) { return i % kKSlots; }
+  static __device__ __forceinline__ int v_slot(int i) { return i % kVSlots; }
+  static __device__ __forceinline__ int k_phase(int i) { return (i / kKSlots) & 1; }
+  static __device__ __forceinline__ int v_phase(int i) { return (i / kVSlots) & 1; }
 };
 
 // The dynamic shared memory's declared alignment (kernel.cuh): at most 1024 - this bytes go
@@ -145,15 +152,12 @@ constexpr int sm90_smem_bytes() {
          + (2 * (Ring::kKSlots + Ring::kVSlots) + 3) * 8               // mbarriers
          + 1024 - kSm90SmemDeclaredAlign;                              // room to align the tiles to 1024 B
 }
-// The fp8 instantiation exists where its staging tiles fit beside the ring (every head dim; at 256
-// with 40 bytes to spare; the launch policy sends every fp8 cache to this kernel on sm_90a).
-template <int kHeadDim>
-constexpr bool sm90_fp8_fits() {
-  return sm90_smem_bytes<kHeadDim, true>() <= 227 * 1024;
-}
-template <int kHeadDim>
-constexpr bool sm90_16bit_fits() {
-  return sm90_smem_bytes<kHeadDim, false>() <= 227 * 1024;
+// An instantiation fits an SM's 227 KB: the fp8 one with its staging tiles beside the ring (every
+// head dim; at 256 with 40 bytes to spare; the launch policy sends every fp8 cache to this kernel
+// on sm_90a), the 16-bit one with the ring shape chosen for it.
+template <int kHeadDim, bool kFp8>
+constexpr bool sm90_fits() {
+  return sm90_smem_bytes<kHeadDim, kFp8>() <= 227 * 1024;
 }
 
 // KV splits (CTAs of one cluster sharing a query tile): at most 2. Ranks 1.. park
@@ -164,9 +168,11 @@ constexpr bool sm90_16bit_fits() {
 template <int kHeadDim>
 constexpr int sm90_max_kv_splits() {
   using Tr = Sm90Traits<kHeadDim>;
-  // The smaller ring of the two instantiations (Sm90RingShape: the fp8 one has kStages of each).
-  constexpr int ring_tiles =
-      Tr::kStages * 2 < Tr::kKStages16 + Tr::kVStages16 ? Tr::kStages * 2 : Tr::kKStages16 + Tr::kVStages16;
+  // The smaller ring of the two instantiations.
+  using R16 = Sm90RingShape<kHeadDim, false>;
+  using R8 = Sm90RingShape<kHeadDim, true>;
+  constexpr int ring16 = R16::kKSlots + R16::kVSlots, ring8 = R8::kKSlots + R8::kVSlots;
+  constexpr int ring_tiles = ring16 < ring8 ? ring16 : ring8;
   constexpr int region = Tr::kBlockM * kHeadDim * 2 + ring_tiles * Tr::kBlockN * kHeadDim * 2;
   constexpr int partial = (kHeadDim / 8 + 1) * 128 * Tr::kConsumerWGs * 16;
   static_assert(partial <= region, "rank 0 must have room for one partial");
