@@ -118,6 +118,8 @@ def case_fn(lib, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfloat16, 
         request = {"extend_persistent": 0}
     elif kernel == "cp":
         request = {"extend_tma": 0}
+    elif kernel == "tma":  # on request only (the policy copies K/V by cp.async)
+        request = {"extend_tma": 1}
     if kernel in ("fa3", "fa2"):
         fn = flashinfer_extend(b, kernel, page_size, hq, hkv, d, q_dtype, kv_dtype)
     else:
@@ -149,7 +151,7 @@ def main():
     ap.add_argument("--fp8", action="store_true", help="also time the fp8-cache variant of each case")
     ap.add_argument("--json", default=None, help="write the rows here as JSON")
     ap.add_argument("--kernels", default="auto,mma,triton",
-                    help="comma list of auto, s1, s2, np, cp, mma, triton, fa3, fa2")
+                    help="comma list of auto, s1, s2, np, cp, tma, mma, triton, fa3, fa2")
     args = ap.parse_args()
     kernels = args.kernels.split(",")
     if os.environ.get("MA_EXTEND_LIB"):  # lab path: a variant library built by tools/extend_shim.py
@@ -170,6 +172,8 @@ def main():
         for fp8 in variants:
             first_ms = None
             for kernel in kernels:
+                if kernel == "tma" and (fp8 or page_size % 16):
+                    continue  # TMA copies need pages of a multiple of 16 slots and a 16-bit cache
                 ms, tf = run_case(lib, name, ext, prefix, hq, hkv, d, page_size=page_size, fp8=fp8,
                                   kernel=kernel)
                 first_ms = first_ms or ms

@@ -42,19 +42,22 @@ def lib():
     return OpExtend()
 
 
-@pytest.fixture(autouse=True, params=["auto", "nosplit", "classic", "few_ctas", "mma"])
+@pytest.fixture(autouse=True, params=["auto", "nosplit", "classic", "few_ctas", "tma", "mma"])
 def extend_kernel(request, lib):
-    """Every test runs five ways: "auto" (the launch policy: the warp-specialised sm_90a kernel
+    """Every test runs six ways: "auto" (the launch policy: the warp-specialised sm_90a kernel
     where the build and the GPU have it, the mma.sync kernel elsewhere; its KV-split policy splits
     some of these small launches over 2 CTAs of a cluster, the others run persistent),
     "nosplit" (extend_kv_splits=1: the same kernel, a persistent launch where the plan's estimate
     keeps it), "classic" (extend_kv_splits=1, extend_persistent=0: one CTA per (tile, head group)
     item), "few_ctas" (extend_persistent=1, planned for 3 SMs: each CTA serves many items in a
-    row, the ring and the Q slot carried across them) and "mma" (extend_backend="mma": the portable mma.sync
-    kernel). The overrides go into every plan the test makes."""
+    row, the ring and the Q slot carried across them), "tma" (extend_tma=1: interior K/V tiles by
+    TMA, which the policy no longer picks by itself; configs it cannot serve are skipped) and "mma"
+    (extend_backend="mma": the portable mma.sync kernel). The overrides go into every plan the test
+    makes."""
     lib.request = {"auto": {}, "nosplit": {"extend_kv_splits": 1},
                    "classic": {"extend_kv_splits": 1, "extend_persistent": 0},
                    "few_ctas": {"extend_kv_splits": 1, "num_sms": 3, "extend_persistent": 1},
+                   "tma": {"extend_tma": 1},
                    "mma": {"extend_kernel": 1}}[request.param]
     yield request.param
     lib.request = {}
@@ -69,11 +72,22 @@ def make_batch(ext_lens, prefix_lens, hq, hkv, d, page_size, q_dtype=torch.bfloa
                               cache_std=4.0 if kv_dtype == FP8 else 1.0, poison_unused=True)
 
 
-def skip_forced_persistent_off_sm90(lib, page_size, hq, hkv, d, **fields):
+def skip_forced_variant_it_cannot_serve(lib, page_size, hq, hkv, d, **fields):
     """The few_ctas variant forces the persistent launch, which only the sm_90a kernel has (the
     plan refuses it elsewhere); a config the policy sends to the mma.sync kernel is the "mma"
-    variant's test."""
-    if lib.request.get("extend_persistent") != 1 or not isinstance(lib, OpExtend):
+    variant's test. The tma variant forces TMA copies, which need the sm_90a kernel, pages of a
+    multiple of 16 slots and a 16-bit cache; the other configs are the other variants' tests."""
+    if not isinstance(lib, OpExtend):
+        return
+    if lib.request.get("extend_tma") == 1:
+        cfg = make_config(lib.device, page_size, hq, hkv, d, **{**lib.request, **fields})
+        try:
+            torch.ops.mixed_attn.launch_policy(cfg)
+        except RuntimeError as e:
+            if "extend_tma=1 needs" not in str(e):
+                raise
+            pytest.skip("TMA copies do not serve this config (page size, fp8 cache or kernel)")
+    if lib.request.get("extend_persistent") != 1:
         return
     policy = {k: v for k, v in lib.request.items() if k != "extend_persistent"}
     cfg = make_config(lib.device, page_size, hq, hkv, d, **{**policy, **fields})
@@ -89,7 +103,7 @@ def run_and_check(lib, ext_lens, prefix_lens, hq=4, hkv=2, d=128, page_size=16, 
     k_scale = 0.37 if kv_dtype == FP8 else 1.0
     v_scale = 0.61 if kv_dtype == FP8 else 1.0
     sinks = (torch.randn(hq, generator=torch.Generator().manual_seed(seed)) * 2.0) if use_sinks else None
-    skip_forced_persistent_off_sm90(lib, page_size, hq, hkv, d, kv_fp8=kv_dtype == FP8)
+    skip_forced_variant_it_cannot_serve(lib, page_size, hq, hkv, d, kv_fp8=kv_dtype == FP8)
     info, meta = lib.plan(b.qo_indptr, b.kv_indptr, b.seq_lens, page_size, hq, hkv, d,
                           window_left=window_left, mode=mode, tile_tokens=tile_tokens,
                           kv_fp8=kv_dtype == FP8)
@@ -236,18 +250,24 @@ def test_forced_kv_splits(lib, extend_kernel, splits):
     # extend_kv_splits=N splits every query tile's K/V range over N CTAs of a cluster (clamped to
     # the kernel's maximum, 2), here on long prefixes where the policy would not split; window,
     # sinks and LSE go through the merge. The bits must differ from the unsplit run (another
-    # summation order), else the override did not reach the kernel.
-    if extend_kernel != "auto":
-        pytest.skip("one run per split count")
+    # summation order), else the override did not reach the kernel. The tma variant runs the
+    # same split cases with TMA copies (16-bit caches only).
+    if extend_kernel not in ("auto", "tma"):
+        pytest.skip("one run per split count, with and without TMA")
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("KV splits exist in the sm_90a kernel only")
-    lib.request = {"extend_kv_splits": splits}
+    tma = extend_kernel == "tma"
+    lib.request = {"extend_kv_splits": splits, **({"extend_tma": 1} if tma else {})}
     # fp8 caches: the producer's staging tiles rotate over each rank's share of the tiles.
     for window_left, d, kv_dtype in ((-1, 128, None), (700, 64, None), (-1, 256, None), (-1, 128, FP8),
                                      (700, 64, FP8)):
+        if tma and kv_dtype == FP8:
+            continue
         run_and_check(lib, ext_lens=[500, 9], prefix_lens=[5000, 3001], hq=8, hkv=2, d=d, page_size=16,
                       kv_dtype=kv_dtype, window_left=window_left, use_sinks=True, seed=splits * 31 + d)
     lib.request = {}
+    if tma:
+        return
     b = make_batch([300], [4000], 8, 2, 128, 16, seed=6)
     q, kc, vc, idx = b.q, b.k_cache, b.v_cache, b.kv_indices
     outs = []

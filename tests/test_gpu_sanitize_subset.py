@@ -66,18 +66,24 @@ def test_sanitize_narrow_decode(page_size, kv_dtype):
 @pytest.mark.parametrize("page_size", [1, 16])
 @pytest.mark.parametrize("kv_dtype", [None, FP8], ids=["bf16", "fp8"])
 @pytest.mark.parametrize("head_dim", [64, 128, 256])
-def test_sanitize_extend_schedule(persistent, page_size, kv_dtype, head_dim):
+@pytest.mark.parametrize("tma", [False, True], ids=["cp_async", "tma"])
+def test_sanitize_extend_schedule(persistent, page_size, kv_dtype, head_dim, tma):
     # The sm_90a extend launch persistent on 3 CTAs (each serves several (tile, head group) items
     # in a row: its K/V ring and Q slot carry over, the next item's loads overlap the last one's
     # end) and with one CTA per item. fp8: the producer's staging tiles rotate across tiles,
-    # passes and items. Other GPUs: the policy's kernel.
+    # passes and items. Other GPUs: the policy's kernel. tma: the interior K/V tiles by TMA (on
+    # request only; page 16, 16-bit caches).
     ext, pre = [1, 130, 1, 70, 9], [0, 5, 300, 200, 1000]
     b = make_batch(ext, pre, num_qo_heads=8, num_kv_heads=2, head_dim=head_dim, page_size=page_size,
                    kv_dtype=kv_dtype, device="cuda", seed=head_dim + page_size + persistent)
     sinks = torch.randn(8, device="cuda")
     opts = dict(window_left=150, logit_cap=20.0, sinks=sinks)
     sm90 = bool(device_desc("cuda")[3])  # the build and the GPU have the sm_90a kernel
+    if tma and not (sm90 and page_size == 16 and kv_dtype is None):
+        pytest.skip("TMA copies need the sm_90a kernel, pages of 16 slots and a 16-bit cache")
     kw = dict(num_sms=3, extend_kv_splits=1, extend_persistent=persistent) if sm90 else {}
+    if tma:
+        kw["extend_tma"] = 1
     out, lse, *_ = run_op(b, mode="fold", **kw, **opts)
     ro, rl, *_ = run_reference(b, **opts)
     assert_close_to_reference(out, lse, ro, rl, torch.bfloat16, loose=3.0 if kv_dtype else 1.0)

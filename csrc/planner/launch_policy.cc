@@ -96,9 +96,10 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
     p.extend_tile_tokens = p.extend_block_rows / p.extend_pack;
   }
 
-  // TMA for the sm_90a kernel's interior K/V tiles: one tensor copy per 16 keys of
-  // a page, so pages of a multiple of 16 slots; at head dim 64 (128-byte rows) TMA
-  // into the swizzled layout measured slower than cp.async (benchmarks/RESULTS.md).
+  // TMA for the sm_90a kernel's interior K/V tiles (one tensor copy per 16 keys of a page, so
+  // pages of a multiple of 16 slots) is there on request only: since the K and V rings were
+  // split, cp.async is as fast at head dims 64 and 128 and faster at 256, where TMA's plans ran
+  // 14% slower (benchmarks/RESULTS.md, session 17).
   // fp8 caches: cp.async into staging tiles that the producer widens (extend/sm90/producer.cuh).
   const bool tma_fits = p.extend_kernel == ExtendKernel::kSm90 && dev.tma_encoder && page_size % 16 == 0 && !kv_fp8;
   if (req.extend_tma == 1) {
@@ -111,7 +112,7 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
   } else if (req.extend_tma == 0) {
     p.extend_tma = false;
   } else {
-    p.extend_tma = tma_fits && head_dim >= 128;
+    p.extend_tma = false;
   }
   // Persistent sm_90a launches (about one CTA per SM, each serving a share of the items): a CTA's
   // start-up is paid once per SM, not once per item (benchmarks/RESULTS.md, session 9).

@@ -97,7 +97,7 @@ def _device_kernels(device):
     from . import env
     from .plan_info import make_config
 
-    names = {1: "mma.sync / MFMA (FlashAttention-2 style)", 2: "sm_90a warp-specialised (wgmma + TMA)"}
+    names = {1: "mma.sync / MFMA (FlashAttention-2 style)", 2: "sm_90a warp-specialised (wgmma)"}
     dnames = {1: "split-KV tensor-core", 2: "split-KV portable (matrix-free)"}
     out = {}
     for label, fp8 in (("bf16 cache", 0), ("fp8 cache", 1)):

@@ -87,7 +87,8 @@ class MixedAttention:
         extend_kv_splits: 0 lets the plan split extend tiles' K/V over a 2-CTA cluster when its
             step-cost estimate says the split launch is faster (few long tiles; never in
             deterministic or graph-safe mode); 1 or 2 fixes it.
-        extend_tma: None (policy), False (cp.async only) or True (TMA for interior K/V tiles).
+        extend_tma: None (policy: cp.async), False (cp.async only) or True (TMA for interior K/V tiles;
+            sm_90a kernel, pages of a multiple of 16 slots, 16-bit caches).
         extend_persistent: None (policy: sm_90a extend launches whose tiles are not KV-split run
             persistent, about one CTA per SM each serving a share of the (tile, head group)
             items, unless the plan's estimate finds one CTA per item clearly faster), False (one

@@ -32,7 +32,7 @@ kernels = ["cp" if "-DMA_SM90_TMA=0" in os.environ["BUILD_FLAGS"] else "auto"]
 if os.environ["FIRST"] == "1":
     print(f"bf16 matmul {be.matmul_tflops():.1f} TFLOP/s", flush=True)
     if kernels == ["auto"]:
-        kernels.append("cp")  # the same build on cp.async-only plans (page 16: TMA off)
+        kernels.append("tma")  # the same build with TMA copies (on request only since session 17)
     try:  # the carried .peers copy (the machine's own `flashinfer` module has no such wrapper)
         import flashinfer
         if hasattr(flashinfer, "BatchPrefillWithPagedKVCacheWrapper"):

@@ -35,7 +35,7 @@ struct DeviceDesc {
 enum class ExtendKernel : int32_t {
   kAuto = 0,
   kMma = 1,   // portable FlashAttention-2-style kernel: mma.sync on NVIDIA, MFMA on CDNA
-  kSm90 = 2,  // warp-specialised wgmma/TMA kernel (sm_90a builds on cc 9.0)
+  kSm90 = 2,  // warp-specialised wgmma kernel (sm_90a builds on cc 9.0)
   kHost = 3,  // the CPU implementation
 };
 enum class DecodeKernel : int32_t {
