@@ -34,7 +34,7 @@ if [ "$STEP" = bench ] || [ "$STEP" = all ]; then
     --rows ma_split,ma_split_nopdl,ma_ext,ma_dec --markdown "$OUT/pdl_bench.md" \
     > "$OUT/pdl_bench.log" 2>&1 || status=1
   grep -A40 "=== summary" "$OUT/pdl_bench.log" | head -30
-  # The session-17 step-cost refit moved D-d256 from a KV split to a persistent launch: time both.
+  # A copy rate refitted to cp.async would move D-d256 from a KV split to a persistent launch: time both.
   timeout 120 python3 benchmarks/bench_extend.py --cases D-d256,B-d256,D,B --kernels auto,s1,s2 2>&1 | tail -13
 fi
 exit $status

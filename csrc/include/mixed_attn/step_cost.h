@@ -49,23 +49,23 @@ constexpr double kDecodeCtaByteUs = 4.5e-6;  // 220 GB/s
 
 // Per-key cost of one extend CTA of `block_rows` query rows at `head_dim`: its math (the fit's
 // per-key cost scaled by rows x head dim), or, where larger, the copy of the key's K and V rows
-// into shared memory at the rate one CTA streams them: at head dim 256 the copy, not the math,
-// sets a key's cost. The rate, about 31 GB/s, is the cp.async copies' at head dim 256 (B-d256
-// 0.82-0.84 ms, D-d256 0.58-0.60; benchmarks/RESULTS.md, session 17; under the TMA copies of
-// sessions 9-16 it was 25 GB/s).
-constexpr double kExtendCopyUsPerByte = 3.2e-5;
-// An fp8 cache's key: the producer copies its bytes and widens them into the same 16-bit ring the
-// consumers read, so the widening adds to a 16-bit key's cost rather than the byte count halving
-// it. Its math costs this many times a 16-bit key's (head dims 64 and 128: B-fp8 / B 1.20-1.24)...
+// into shared memory at the rate one CTA streams them. That rate, about 25 GB/s, is what the fit
+// at head dim 128 (512 bytes a key in 0.022 us) and the d256 launches measured in session 9
+// (B-d256 0.988 ms, estimated 0.99 with it and 0.74 without; fold of case G) both give: at head
+// dim 256 the copy, not the math, sets a key's cost. Since session 17's cp.async default the
+// head-dim-256 copies run at about 31 GB/s (B-d256 0.82 ms, estimated 1.05), but 3.2e-5 here moves
+// D-d256 from a KV split to a persistent launch, which is not measured yet (benchmarks/RESULTS.md,
+// session 17): kept until it is.
+constexpr double kExtendCopyUsPerByte = 4.0e-5;
+// An fp8 cache's key costs this many times a 16-bit one's, at every head dim: the producer copies
+// its bytes and widens them into the same 16-bit ring the consumers read, so the widening adds to
+// the 16-bit key's cost rather than the byte count halving it (the fit: benchmarks/RESULTS.md,
+// session 16, "The step cost of an fp8 key").
 constexpr double kExtendFp8KeyFactor = 1.2;
-// ...or, where larger, the producer's widening of its 2 x head_dim elements (head dim 256:
-// B-d256-fp8 1.19 ms against bf16 0.82; benchmarks/RESULTS.md, sessions 16 and 17).
-constexpr double kExtendFp8ElementUs = 9.1e-5;
 inline double extend_key_us(int block_rows, int head_dim, bool kv_fp8) {
   const double math = kExtendKeyUs * (double(block_rows) * head_dim) / (192.0 * 128.0);
-  if (kv_fp8) return std::max(kExtendFp8KeyFactor * math, kExtendFp8ElementUs * 2.0 * head_dim);
   const double copy = kExtendCopyUsPerByte * 2.0 * head_dim * 2;  // K and V rows of 16-bit elements
-  return std::max(math, copy);
+  return std::max(math, copy) * (kv_fp8 ? kExtendFp8KeyFactor : 1.0);
 }
 
 // One extend launch, tiles fed costliest first (add_tile), `ctas_per_tile` CTAs per tile (head
