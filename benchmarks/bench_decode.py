@@ -64,6 +64,11 @@ POLICIES = [
     ("narrow", dict(ctas_per_sm=2, decode_backend="tensor_core_narrow")),
     ("det4096n", dict(deterministic=True, fixed_split_tokens=4096, decode_backend="tensor_core_narrow")),
     ("sm1", dict(ctas_per_sm=1)),
+    # Waves of 3 or 4 CTAs an SM, for lab builds whose decode CTAs are small enough
+    # (tools/pending/decode_ring.sh).
+    ("sm3", dict(ctas_per_sm=3)),
+    ("narrow_sm3", dict(ctas_per_sm=3, decode_backend="tensor_core_narrow")),
+    ("narrow_sm4", dict(ctas_per_sm=4, decode_backend="tensor_core_narrow")),
     ("sm4", dict(ctas_per_sm=4)),
     ("det2048", dict(deterministic=True, fixed_split_tokens=2048)),
     ("det4096", dict(deterministic=True, fixed_split_tokens=4096)),
