@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 14 (and the decode's fixed cost, issue 15), one device call (~7 minutes warm): programmatic
 # dependent launches. Apply tools/pending/pdl.patch here first (git apply). STEP=check: build (every head dim), the whole GPU suite with PDL on (the
-# patch's policy default on compute capability 9.0+), tests/test_gpu_pdl.py, memcheck on the
+# patch's policy default beside the sm_90a extend), tests/test_gpu_pdl.py, memcheck on the
 # sanitize subset. STEP=bench: bench_mixed, split with and without PDL in one process, and the
 # halves alone, every case (no FlashInfer rows: its head-dim-64/256 modules would compile for
 # minutes; this session's FI rows are in RESULTS.md). STEP=all (default): both.
