@@ -97,9 +97,8 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
   }
 
   // TMA for the sm_90a kernel's interior K/V tiles (one tensor copy per 16 keys of a page, so
-  // pages of a multiple of 16 slots) is there on request only: since the K and V rings were
-  // split, cp.async is as fast at head dims 64 and 128 and faster at 256, where TMA's plans ran
-  // 14% slower (benchmarks/RESULTS.md, session 17).
+  // pages of a multiple of 16 slots) is there on request only: with today's producer cp.async is
+  // as fast at head dims 64 and 128 and clearly faster at 256 (benchmarks/RESULTS.md, session 17).
   // fp8 caches: cp.async into staging tiles that the producer widens (extend/sm90/producer.cuh).
   const bool tma_fits = p.extend_kernel == ExtendKernel::kSm90 && dev.tma_encoder && page_size % 16 == 0 && !kv_fp8;
   if (req.extend_tma == 1) {

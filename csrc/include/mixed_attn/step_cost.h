@@ -42,9 +42,9 @@ constexpr double kPersistentStartUs = kExtendCtaUs - kPersistentItemUs;
 constexpr double kPersistentMargin = 1.05;
 constexpr double kDecodeHalfUs = 17.6;       // the decode half's launches (stage 1 and merge)
 constexpr double kDecodeByteUs = 2.1e-7;     // K/V bytes of the decode half over HBM (4.7 TB/s)
-// The longest decode CTA's split, once a wave: refitted in session 17 on six measured decode halves
-// (B, D, G, H, L, I: 0.27-1.0 ms, each within 5% now; 110 GB/s, the session-8 fit, put them 3-13%
-// high after the wave-filling splits and the narrow decode kernel of sessions 11-12).
+// The longest decode CTA's split, once a wave: refitted on the decode halves measured since the
+// wave-filling splits and the narrow decode kernel, which the session-8 fit put too high
+// (benchmarks/RESULTS.md, session 17, "The decode half's step cost refitted").
 constexpr double kDecodeCtaByteUs = 4.5e-6;  // 220 GB/s
 
 // Per-key cost of one extend CTA of `block_rows` query rows at `head_dim`: its math (the fit's
@@ -52,10 +52,10 @@ constexpr double kDecodeCtaByteUs = 4.5e-6;  // 220 GB/s
 // into shared memory at the rate one CTA streams them. That rate, about 25 GB/s, is what the fit
 // at head dim 128 (512 bytes a key in 0.022 us) and the d256 launches measured in session 9
 // (B-d256 0.988 ms, estimated 0.99 with it and 0.74 without; fold of case G) both give: at head
-// dim 256 the copy, not the math, sets a key's cost. Since session 17's cp.async default the
-// head-dim-256 copies run at about 31 GB/s (B-d256 0.82 ms, estimated 1.05), but 3.2e-5 here moves
-// D-d256 from a KV split to a persistent launch, which is not measured yet (benchmarks/RESULTS.md,
-// session 17): kept until it is.
+// dim 256 the copy, not the math, sets a key's cost. The cp.async copies (the default since
+// session 17) are faster than this at head dim 256, but the faster rate moves D-d256 from a KV
+// split to a persistent launch that has not been timed (benchmarks/RESULTS.md, session 17): the
+// rate stays until that launch is.
 constexpr double kExtendCopyUsPerByte = 4.0e-5;
 // An fp8 cache's key costs this many times a 16-bit one's, at every head dim: the producer copies
 // its bytes and widens them into the same 16-bit ring the consumers read, so the widening adds to
