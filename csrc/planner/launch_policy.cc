@@ -101,18 +101,12 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
   // as fast at head dims 64 and 128 and clearly faster at 256 (benchmarks/RESULTS.md, session 17).
   // fp8 caches: cp.async into staging tiles that the producer widens (extend/sm90/producer.cuh).
   const bool tma_fits = p.extend_kernel == ExtendKernel::kSm90 && dev.tma_encoder && page_size % 16 == 0 && !kv_fp8;
-  if (req.extend_tma == 1) {
-    if (!tma_fits)
-      return cat(
-          "extend_tma=1 needs the sm90 extend kernel, a driver with cuTensorMapEncodeTiled, a page_size "
-          "that is a multiple of 16 and a bf16/fp16 cache (kernel ",
-          extend_kernel_name(p.extend_kernel), ", page_size ", page_size, kv_fp8 ? ", fp8 cache" : "", ")");
-    p.extend_tma = true;
-  } else if (req.extend_tma == 0) {
-    p.extend_tma = false;
-  } else {
-    p.extend_tma = false;
-  }
+  if (req.extend_tma == 1 && !tma_fits)
+    return cat(
+        "extend_tma=1 needs the sm90 extend kernel, a driver with cuTensorMapEncodeTiled, a page_size "
+        "that is a multiple of 16 and a bf16/fp16 cache (kernel ",
+        extend_kernel_name(p.extend_kernel), ", page_size ", page_size, kv_fp8 ? ", fp8 cache" : "", ")");
+  p.extend_tma = req.extend_tma == 1;
   // Persistent sm_90a launches (about one CTA per SM, each serving a share of the items): a CTA's
   // start-up is paid once per SM, not once per item (benchmarks/RESULTS.md, session 9).
   if (req.extend_persistent < -1 || req.extend_persistent > 1)
