@@ -105,3 +105,21 @@ def test_an_fp8_cache_costs_more_per_key_not_less(heads):
         est[fp8] = (field(info, "est_split_ns"), field(info, "est_fold_ns"))
     for split_or_fold in (0, 1):
         assert est[1][split_or_fold] > 1.1 * est[0][split_or_fold], est
+
+
+# Decode halves measured on the H200 (bench_mixed's ma_dec and bench_decode, benchmarks/RESULTS.md
+# sessions 11 and 17; us): the split estimate of a decode-only step must be within 6% of each.
+# The session-8 wave term put them 9-13% high (B 549, D 1076, H 549, I 1076).
+@pytest.mark.parametrize("rows,context,heads,measured_us", [
+    (64, 8192, (32, 8, 128), 491),     # B's decode half
+    (32, 32768, (32, 8, 128), 956),    # D's
+    (64, 4096, (16, 8, 256), 500),     # G's (head dim 256, the narrow kernel)
+    (128, 4096, (32, 8, 128), 512),    # H (504-521)
+    (2, 131072, (32, 8, 128), 271),    # L (267-275)
+    (8, 131072, (32, 8, 128), 1001),   # I's (996-1007)
+])
+def test_the_decode_half_estimate_matches_measured_halves(rows, context, heads, measured_us):
+    hq, hkv, d = heads
+    info = plan(H200, [1] * rows, [context - 1] * rows, hq=hq, hkv=hkv, d=d, mode=MODE_AUTO)
+    est_us = field(info, "est_split_ns") / 1000.0
+    assert abs(est_us / measured_us - 1.0) < 0.06, (est_us, measured_us)
