@@ -14,6 +14,9 @@ Prints TFLOP/s and the fraction of the matmul rate per case and kernel:
   s1, s2 the sm_90a kernel with MIXED_ATTN_EXTEND_KV_SPLITS=1 / 2 (auto: the split policy);
   np     the sm_90a kernel with extend_persistent=0: one CTA per (tile, head group) item where
          auto's unsplit launches are persistent (about one CTA per SM serving a share of the items);
+  nc     the sm_90a kernel with extend_item_parts=1: the policy without cut items (auto may run
+         a persistent launch's costliest items in parts, merged through the arena);
+  c2, c3, c4 the sm_90a kernel with every item of a persistent launch in 2 / 3 / 4 parts;
   cp     the sm_90a kernel with extend_tma=0: K/V tiles by cp.async only (auto takes TMA boxes for
          interior tiles of pages of 16 at head dims 128 and 256);
   mma    MIXED_ATTN_EXTEND_KERNEL=mma: the portable mma.sync kernel (extend/portable/kernel.cuh);
@@ -116,6 +119,10 @@ def case_fn(lib, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfloat16, 
         request = {"extend_kv_splits": int(kernel[1])}
     elif kernel == "np":
         request = {"extend_persistent": 0}
+    elif kernel == "nc":  # the policy without cut items (extend_item_parts=1)
+        request = {"extend_item_parts": 1}
+    elif kernel in ("c2", "c3", "c4"):  # every item of a persistent launch in 2 / 3 / 4 parts
+        request = {"extend_item_parts": int(kernel[1])}
     elif kernel == "cp":
         request = {"extend_tma": 0}
     elif kernel == "tma":  # on request only (the policy copies K/V by cp.async)

@@ -42,7 +42,7 @@ def lib():
     return OpExtend()
 
 
-@pytest.fixture(autouse=True, params=["auto", "nosplit", "classic", "few_ctas", "tma", "mma"])
+@pytest.fixture(autouse=True, params=["auto", "nosplit", "classic", "few_ctas", "tma", "cut", "cut_few", "mma"])
 def extend_kernel(request, lib):
     """Every test runs six ways: "auto" (the launch policy: the warp-specialised sm_90a kernel
     where the build and the GPU have it, the mma.sync kernel elsewhere; its KV-split policy splits
@@ -51,13 +51,18 @@ def extend_kernel(request, lib):
     keeps it), "classic" (extend_kv_splits=1, extend_persistent=0: one CTA per (tile, head group)
     item), "few_ctas" (extend_persistent=1, planned for 3 SMs: each CTA serves many items in a
     row, the ring and the Q slot carried across them), "tma" (extend_tma=1: interior K/V tiles by
-    TMA, which the policy no longer picks by itself; configs it cannot serve are skipped) and "mma"
-    (extend_backend="mma": the portable mma.sync kernel). The overrides go into every plan the test
-    makes."""
+    TMA, which the policy no longer picks by itself; configs it cannot serve are skipped), "cut"
+    (extend_item_parts=3: every item of a persistent launch in 3 parts over shares of its K/V
+    tiles, merged through the arena by the last to finish; cut_merge.cuh), "cut_few" (2 parts,
+    planned for 3 SMs: a CTA serves whole items and parts in a row, both parts of one item
+    included) and "mma" (extend_backend="mma": the portable mma.sync kernel). The overrides go into
+    every plan the test makes; configs a forced variant cannot serve are skipped."""
     lib.request = {"auto": {}, "nosplit": {"extend_kv_splits": 1},
                    "classic": {"extend_kv_splits": 1, "extend_persistent": 0},
                    "few_ctas": {"extend_kv_splits": 1, "num_sms": 3, "extend_persistent": 1},
                    "tma": {"extend_tma": 1},
+                   "cut": {"extend_item_parts": 3},
+                   "cut_few": {"extend_item_parts": 2, "num_sms": 3, "extend_persistent": 1},
                    "mma": {"extend_kernel": 1}}[request.param]
     yield request.param
     lib.request = {}
@@ -79,6 +84,14 @@ def skip_forced_variant_it_cannot_serve(lib, page_size, hq, hkv, d, **fields):
     multiple of 16 slots and a 16-bit cache; the other configs are the other variants' tests."""
     if not isinstance(lib, OpExtend):
         return
+    if lib.request.get("extend_item_parts", 1) > 1:
+        cfg = make_config(lib.device, page_size, hq, hkv, d, **{**lib.request, **fields})
+        try:
+            torch.ops.mixed_attn.launch_policy(cfg)
+        except RuntimeError as e:
+            if "extend_item_parts=" not in str(e):
+                raise
+            pytest.skip("cut items need the sm_90a kernel's persistent launch and tiles of one pass")
     if lib.request.get("extend_tma") == 1:
         cfg = make_config(lib.device, page_size, hq, hkv, d, **{**lib.request, **fields})
         try:
@@ -103,7 +116,8 @@ def run_and_check(lib, ext_lens, prefix_lens, hq=4, hkv=2, d=128, page_size=16, 
     k_scale = 0.37 if kv_dtype == FP8 else 1.0
     v_scale = 0.61 if kv_dtype == FP8 else 1.0
     sinks = (torch.randn(hq, generator=torch.Generator().manual_seed(seed)) * 2.0) if use_sinks else None
-    skip_forced_variant_it_cannot_serve(lib, page_size, hq, hkv, d, kv_fp8=kv_dtype == FP8)
+    skip_forced_variant_it_cannot_serve(lib, page_size, hq, hkv, d, kv_fp8=kv_dtype == FP8,
+                                        extend_tile_tokens=tile_tokens or 0)
     info, meta = lib.plan(b.qo_indptr, b.kv_indptr, b.seq_lens, page_size, hq, hkv, d,
                           window_left=window_left, mode=mode, tile_tokens=tile_tokens,
                           kv_fp8=kv_dtype == FP8)
@@ -302,3 +316,54 @@ def test_deterministic_plan_extend_row_is_batch_invariant(lib, extend_kernel):
     torch.cuda.synchronize()
     assert torch.isfinite(out_alone).all()
     assert torch.equal(out_alone, out_both[:first])
+
+
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_cut_items_give_a_kv_splits_bits(lib, extend_kernel, d):
+    # An item cut into 2 parts (extend_item_parts=2, merged through the arena by whichever part
+    # finishes last, from part 0's state) covers the same K/V shares as a 2-CTA cluster's ranks and
+    # merges them in the same order: the bits must equal the KV split's, fp8 caches included. Two
+    # runs of the cut plan must agree too (the counters are back at zero after a launch; a stale
+    # counter would leave the items unmerged and their rows NaN).
+    if extend_kernel != "auto":
+        pytest.skip("one run compares the two plans")
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("cut items and KV splits exist in the sm_90a kernel only")
+    for kv_dtype in (None, FP8):
+        b = make_batch([333, 50, 7], [4100, 900, 2500], 8, 2, d, 16, kv_dtype=kv_dtype, seed=d)
+        q, kc, vc, idx = b.q, b.k_cache, b.v_cache, b.kv_indices
+        fp8 = kv_dtype == FP8
+        outs = []
+        for request in ({"extend_kv_splits": 2}, {"extend_item_parts": 2}, {"extend_item_parts": 2}):
+            info, meta = lib.plan(b.qo_indptr, b.kv_indptr, b.seq_lens, 16, 8, 2, d, kv_fp8=fp8, **request)
+            if "extend_item_parts" in request:
+                assert field(info, "extend_cut_items") == field(info, "num_extend_tiles") * 2  # 8 / pack 4
+                assert field(info, "extend_ctas") > 0 and field(info, "extend_kv_splits") == 1
+            else:
+                assert field(info, "extend_kv_splits") == 2 and field(info, "extend_cut_items") == 0
+            out = torch.full_like(q, float("nan"))
+            lse = torch.full((q.shape[0], 8), float("nan"), device="cuda")
+            lib.run(info, meta, q, kc, vc, idx, out, lse=lse, k_scale=0.37 if fp8 else 1.0,
+                    v_scale=0.61 if fp8 else 1.0)
+            outs.append((out, lse))
+        torch.cuda.synchronize()
+        assert torch.isfinite(outs[0][0]).all()
+        for out, lse in outs[1:]:
+            assert torch.equal(out, outs[0][0]) and torch.equal(lse, outs[0][1])
+
+
+def test_the_planner_cuts_items_where_its_estimate_gains(lib, extend_kernel):
+    # Few long tiles on few SMs (planned for 10): whole items leave the last round mostly idle, so
+    # the default policy cuts the costliest items; the result must match the fp64 reference, run
+    # after run (the counters reset themselves).
+    if extend_kernel != "auto":
+        pytest.skip("the policy's own choice")
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("cut items exist in the sm_90a kernel only")
+    lib.request = {"num_sms": 10}
+    b = make_batch([300], [6000], 8, 2, 128, 16, seed=11)
+    info, _ = lib.plan(b.qo_indptr, b.kv_indptr, b.seq_lens, 16, 8, 2, 128)
+    assert field(info, "extend_cut_items") > 0 and field(info, "extend_item_parts") > 1
+    for seed in (11, 11):
+        run_and_check(lib, ext_lens=[300], prefix_lens=[6000], hq=8, hkv=2, d=128, page_size=16, seed=seed)
+    lib.request = {}

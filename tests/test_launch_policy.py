@@ -22,8 +22,9 @@ RDNA3 = dict(MI300, num_sms=96, device_hip_mfma=0)  # e.g. gfx1100: no CDNA2/CDN
 
 def policy(dev, d=128, hq=32, hkv=8, page=16, **kw):
     cfg = make_config("cpu", page, hq, hkv, d, **dev, **kw)
-    kernel, rows, pack, tile, tma, dk, _, _, _, persistent = torch.ops.mixed_attn.launch_policy(cfg)
-    return dict(kernel=kernel, rows=rows, pack=pack, tile=tile, tma=tma, decode=dk, persistent=persistent)
+    kernel, rows, pack, tile, tma, dk, _, _, _, persistent, max_parts = torch.ops.mixed_attn.launch_policy(cfg)
+    return dict(kernel=kernel, rows=rows, pack=pack, tile=tile, tma=tma, decode=dk, persistent=persistent,
+                max_parts=max_parts)
 
 
 def plan(dev, ext, pre, d=128, hq=32, hkv=8, page=16, **kw):
@@ -123,9 +124,66 @@ def test_overrides_are_recorded():
                              # SMs unsplit (measured 0.049 ms split vs 0.059)
 ])
 def test_kv_split_from_the_step_cost(ext, pre, splits, hq, hkv):
-    info = plan(H200, ext, pre, hq=hq, hkv=hkv, mode=1)
+    # Against the whole-item persistent launch (cut items, below, may beat both).
+    info = plan(H200, ext, pre, hq=hq, hkv=hkv, mode=1, extend_item_parts=1)
     assert field(info, "extend_kernel") == 2
     assert field(info, "extend_kv_splits") == splits
+
+
+# Cut items (plan.cc, step 3c; docs/extend_work_balance.md): a persistent launch's costliest items
+# in 2-4 parts, dealt after the whole items, where the estimate gains at least 3% over the best
+# whole-item launch. The choices on B and D are the model's of docs/extend_work_balance.md (B:
+# 104 items in 2 parts, 832 -> 781 us; D: 44 in 3, 594 -> 534 us).
+def test_cut_items_from_the_step_cost():
+    def cut(info):
+        return field(info, "extend_cut_items"), field(info, "extend_item_parts")
+
+    b = plan(H200, [4096], [4096], mode=1)
+    assert cut(b) == (104, 2) and field(b, "extend_ctas") == 132 and field(b, "extend_kv_splits") == 1
+    # Each part's partial: 192 rows x (128 + 8) floats, in 7 slots of 32 x 128 floats.
+    assert field(b, "num_partials") == 104 * 2 * 7 and field(b, "extend_cut_slot0") == 0
+    d = plan(H200, [1024], [16384], mode=1)  # was a KV split of 2
+    assert cut(d) == (44, 3) and field(d, "extend_ctas") == 132 and field(d, "extend_kv_splits") == 1
+    # Split mode: the parts' slots follow the decode partials.
+    ds = plan(H200, [1024] + [1] * 4, [16384] + [32768] * 4, mode=0)
+    assert cut(ds)[0] == 44 and field(ds, "extend_cut_slot0") > 0
+    assert field(ds, "num_partials") == field(ds, "extend_cut_slot0") + 44 * 3 * 7
+    assert cut(plan(H200, [2048], [0], mode=1)) == (0, 1)  # short tiles: balanced already
+    # Never in graph-safe plans, nor (unless fixed) in deterministic ones, nor with
+    # extend_item_parts=1, extend_persistent=0 or a fixed KV split of 2.
+    g = dict(graph_safe=1, graph_max_rows=8, graph_max_tokens=8192, graph_max_extend_tokens=8192)
+    assert cut(plan(H200, [4096], [4096], mode=0, **g)) == (0, 1)
+    assert cut(plan(H200, [4096], [4096], mode=1, deterministic=1)) == (0, 1)
+    assert cut(plan(H200, [4096], [4096], mode=1, extend_item_parts=1)) == (0, 1)
+    assert cut(plan(H200, [4096], [4096], mode=1, extend_persistent=0)) == (0, 1)
+    assert cut(plan(H200, [1024], [16384], mode=1, extend_kv_splits=2)) == (0, 1)
+    assert policy(H200, extend_persistent=0)["max_parts"] == 1 and policy(A100)["max_parts"] == 1
+    # Fixed: every item, deterministic plans included (a fixed cut is batch-invariant).
+    assert cut(plan(H200, [4096], [4096], mode=1, extend_item_parts=3)) == (688, 3)
+    assert cut(plan(H200, [4096], [4096], mode=1, deterministic=1, extend_item_parts=4)) == (688, 4)
+    for kw, msg in ((dict(dev=A100), "needs the sm90 extend kernel"),
+                    (dict(extend_persistent=0), "extend_persistent left on"),
+                    (dict(extend_kv_splits=2), "exclude each other"),
+                    (dict(extend_tile_tokens=96), "tiles of one pass")):
+        dev = kw.pop("dev", H200)
+        with pytest.raises(RuntimeError, match=msg):
+            policy(dev, extend_item_parts=2, **kw)
+    with pytest.raises(RuntimeError, match=r"extend_item_parts must be in \[-1, 4\]"):
+        policy(H200, extend_item_parts=5)
+
+
+def test_cut_counters_are_zero_in_the_metadata_and_fit_its_capacity():
+    # One counter per cut item, zero as uploaded (the kernel's merging part sets it back to zero);
+    # a buffer sized without them (head_groups 0) gets no cut rather than an error.
+    qo, kv, sl = batch_indptrs([1024], [16384], 16, tensors=True)
+    cfg = make_config("cpu", 16, 32, 8, 128, **H200, mode=1)
+    cap = torch.ops.mixed_attn.plan_meta_capacity(1, 1024, 48, 8)
+    meta = torch.full((cap,), 7, dtype=torch.int32)
+    info = torch.ops.mixed_attn.plan(qo, kv, sl, meta, cfg)
+    off, n = field(info, "off_extend_cut_counters"), field(info, "extend_cut_items")
+    assert n == 44 and field(info, "meta_len") == off + n and (meta[off:off + n] == 0).all()
+    small = torch.zeros(torch.ops.mixed_attn.plan_meta_capacity(1, 1024, 48), dtype=torch.int32)
+    assert field(torch.ops.mixed_attn.plan(qo, kv, sl, small, cfg), "extend_cut_items") == 0
 
 
 def test_kv_split_never_in_deterministic_plans_unless_fixed():
@@ -164,7 +222,8 @@ def test_persistent_extend_launch_where_not_split():
     # A 128k-key decode row folded into a prefill chunk's launch: its 8 items dwarf the chunk's
     # 688, which the hardware's dynamic scheduling spreads better than the kernel's static deal
     # (estimated 2.90 against 3.10 ms): one CTA per item (step_cost.h, kPersistentMargin).
-    assert field(plan(H200, [4096, 1], [0, 131071], mode=1, extend_kv_splits=1), "extend_ctas") == 0
+    assert field(plan(H200, [4096, 1], [0, 131071], mode=1, extend_kv_splits=1, extend_item_parts=1),
+                 "extend_ctas") == 0
     assert field(plan(H200, [4096, 1], [0, 131071], mode=1, extend_kv_splits=1, extend_persistent=1),
                  "extend_ctas") == 132  # asked for: always
     assert field(plan(H200, [2048], [0], mode=1), "extend_ctas") == 132  # estimates 1.5% apart: persistent

@@ -118,6 +118,30 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
   if (req.extend_tile_tokens < 0) return cat("extend_tile_tokens must be >= 0, got ", req.extend_tile_tokens);
   if (req.extend_tile_tokens > 0) p.extend_tile_tokens = req.extend_tile_tokens;
   if (req.extend_kv_splits < 0) return cat("extend_kv_splits must be >= 0, got ", req.extend_kv_splits);
+  // Cut items (a persistent launch's costliest items in parts, merged through the arena): the
+  // remedy for whole items on whole rounds of CTAs (docs/extend_work_balance.md). A part's merge
+  // runs after the tile's single pass, so only tiles of one pass are cut.
+  if (req.extend_item_parts != -1 && (req.extend_item_parts < 1 || req.extend_item_parts > kExtendMaxItemParts))
+    return cat("extend_item_parts must be -1 (policy) or in [1, ", kExtendMaxItemParts, "], got ",
+               req.extend_item_parts);
+  const bool one_pass = p.extend_tile_tokens <= p.extend_block_rows / p.extend_pack;
+  if (req.extend_item_parts > 1) {
+    if (!p.extend_persistent)
+      return cat("extend_item_parts=", req.extend_item_parts,
+                 " cuts the items of a persistent sm90 launch: it needs the sm90 extend kernel (kernel ",
+                 extend_kernel_name(p.extend_kernel), ") and extend_persistent left on");
+    if (req.extend_kv_splits > 1)
+      return cat("extend_item_parts=", req.extend_item_parts, " and extend_kv_splits=", req.extend_kv_splits,
+                 " exclude each other (cut items run in a persistent launch, KV splits as clusters)");
+    if (!one_pass)
+      return cat("extend_item_parts=", req.extend_item_parts,
+                 " needs tiles of one pass (extend_tile_tokens <= ", p.extend_block_rows / p.extend_pack, "), got ",
+                 p.extend_tile_tokens);
+  }
+  p.extend_max_item_parts = !p.extend_persistent || !one_pass || req.extend_kv_splits > 1 ? 1
+                            : req.extend_item_parts > 0                                   ? req.extend_item_parts
+                                                                                          : kExtendMaxItemParts;
+  p.extend_item_parts_fixed = req.extend_item_parts > 1;
 
   // The decode stage-1 kernel.
   const DecodeKernel dwant = req.decode_kernel;

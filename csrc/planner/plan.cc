@@ -20,7 +20,6 @@ PlanResult& failed(PlanResult& r, std::string error) {
   return r;
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // The per-row loops run over non-negative int32 values: 32-bit unsigned division is several
 // times cheaper than 64-bit, and the loops are most of plan()'s cost for large batches.
 inline int32_t ceil_div32(int32_t a, int32_t b) {
@@ -173,12 +172,13 @@ int fastest_kv_splits(const Keys& keys, int64_t n, int64_t head_groups, int lo, 
 
 }  // namespace
 
-int64_t plan_meta_capacity(int64_t max_rows, int64_t max_tokens, int64_t extend_tile_tokens) {
+int64_t plan_meta_capacity(int64_t max_rows, int64_t max_tokens, int64_t extend_tile_tokens, int64_t head_groups) {
   const int64_t tile = std::max<int64_t>(1, extend_tile_tokens);
   const int64_t max_tiles = max_rows + ceil_div(max_tokens, tile);
   // The count header, qo_indptr, kv_indptr (B+1 each), seq_lens (B), four decode
-  // arrays (<= B+1 each), two ints per extend tile.
-  return kNumCounts + 3 * (max_rows + 1) + 4 * (max_rows + 1) + 2 * max_tiles;
+  // arrays (<= B+1 each), two ints per extend tile, a counter per cut item (at most one per item).
+  return kNumCounts + 3 * (max_rows + 1) + 4 * (max_rows + 1) + 2 * max_tiles +
+         max_tiles * std::max<int64_t>(0, head_groups);
 }
 
 std::string graph_bounds(const PlanConfig& cfg, const LaunchPolicy& policy, GraphBounds* out) {
@@ -529,7 +529,68 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   if (extend_kv_splits == 1 && (persistent_launch || persistence == Persistence::kAlways))
     extend_ctas = std::min<int64_t>(cfg.device.num_sms, (cfg.graph_safe ? graph.max_tiles : Nt) * head_groups);
 
-  // 3c. Mode auto: split or fold, whichever the step-cost estimate finds faster for this step
+  // The metadata layout (its capacity is checked in step 4). Graph-safe plans lay every array
+  // out at its bucket capacity, so the offsets (baked into a captured launch) are the same for
+  // every plan of the bucket.
+  std::vector<int64_t>& info = r.info;
+  info.assign(kPlanNumFields, 0);
+  int64_t off = 0;
+  auto take = [&](PlanInfoField f, int64_t n) {
+    info[f] = off;
+    off += n;
+  };
+  const int64_t cap_rows = cfg.graph_safe ? cfg.graph_max_rows : B;
+  const int64_t cap_decode = cfg.graph_safe ? cfg.graph_max_rows : Nd;
+  const int64_t cap_tiles = cfg.graph_safe ? graph.max_tiles : Nt;
+  take(kPlanOffCounts, kNumCounts);
+  take(kPlanOffQoIndptr, cap_rows + 1);
+  take(kPlanOffKvIndptr, cap_rows + 1);
+  take(kPlanOffSeqLens, cap_rows);
+  take(kPlanOffDecodeRows, cap_decode);
+  take(kPlanOffDecodeSplitIndptr, cap_decode + 1);
+  take(kPlanOffDecodeKvStart, cap_decode);
+  take(kPlanOffDecodeChunkTokens, cap_decode);
+  take(kPlanOffExtendTiles, 2 * cap_tiles);
+
+  // 3c. Cut items (docs/extend_work_balance.md): a persistent launch deals whole items, so where
+  // a few CTAs hold one item more than the rest (or a KV split leaves its last wave part idle),
+  // the k costliest items run as `parts` units each over a share of their K/V tiles, dealt after
+  // the whole items; the last unit of an item to finish merges the parts' partials from the arena
+  // (extend/sm90/cut_merge.cuh). Never in graph-safe plans (the cut is part of the launch, not
+  // of the captured counts) and, unless the wrapper fixes it, not in deterministic plans (it
+  // depends on the batch). One counter per cut item in the metadata (zero as uploaded; the
+  // merging unit sets it back), within what the buffer holds.
+  int64_t cut_items = 0;
+  int32_t item_parts = 1;
+  if (policy.extend_max_item_parts > 1 && Nt > 0 && !cfg.graph_safe) {
+    const int64_t items = Nt * head_groups;
+    const int64_t room = cfg.meta_capacity > 0 ? std::max<int64_t>(0, cfg.meta_capacity - off) : items;
+    if (policy.extend_item_parts_fixed) {
+      if (room < items)
+        return failed(r, cat("extend_item_parts=", policy.extend_max_item_parts, ": the plan's ", items,
+                             " cut items need that many metadata entries more than the buffer holds (size it "
+                             "with plan_meta_capacity's head_groups)"));
+      cut_items = items, item_parts = policy.extend_max_item_parts;
+    } else if (!cfg.deterministic && persistence != Persistence::kNever && extend_us > 0.0) {
+      thread_local std::vector<double> loads;
+      int64_t k;
+      int s;
+      const double us = fastest_item_cut(tile_keys, Nt, head_groups, cfg.device.num_sms, key_us,
+                                         policy.extend_max_item_parts, room, &k, &s, &loads);
+      if (k > 0 && us * kCutMargin < extend_us) cut_items = k, item_parts = s, extend_us = us;
+    }
+    if (cut_items > 0) {
+      extend_kv_splits = 1;
+      extend_ctas = std::min<int64_t>(cfg.device.num_sms, items + cut_items * (item_parts - 1));
+    }
+  }
+  take(kPlanOffExtendCutCounters, cut_items);
+  // Each part's partial (block_rows x (head_dim + 8) floats: O, row max and row sum per consumer
+  // thread) in whole arena slots of Hq x head_dim floats, after the decode partials.
+  const int64_t part_floats = int64_t(policy.extend_block_rows) * (cfg.head_dim + 8);
+  const int64_t cut_slots = cut_items * item_parts * ceil_div(part_floats, int64_t(cfg.num_qo_heads) * cfg.head_dim);
+
+  // 3d. Mode auto: split or fold, whichever the step-cost estimate finds faster for this step
   // (fold runs the decode rows as tiles of the one extend launch: cheaper when they are few
   // and short next to a large extend half, or few enough to fill its last wave). A fold plan
   // is then made by this same function; either plan records both estimates.
@@ -572,28 +633,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     }
   }
 
-  // 4. Layout of the metadata buffer.
-  std::vector<int64_t>& info = r.info;
-  info.assign(kPlanNumFields, 0);
-  int64_t off = 0;
-  auto take = [&](PlanInfoField f, int64_t n) {
-    info[f] = off;
-    off += n;
-  };
-  // Graph-safe plans lay every array out at its bucket capacity, so the offsets
-  // (baked into a captured launch) are the same for every plan of the bucket.
-  const int64_t cap_rows = cfg.graph_safe ? cfg.graph_max_rows : B;
-  const int64_t cap_decode = cfg.graph_safe ? cfg.graph_max_rows : Nd;
-  const int64_t cap_tiles = cfg.graph_safe ? graph.max_tiles : Nt;
-  take(kPlanOffCounts, kNumCounts);
-  take(kPlanOffQoIndptr, cap_rows + 1);
-  take(kPlanOffKvIndptr, cap_rows + 1);
-  take(kPlanOffSeqLens, cap_rows);
-  take(kPlanOffDecodeRows, cap_decode);
-  take(kPlanOffDecodeSplitIndptr, cap_decode + 1);
-  take(kPlanOffDecodeKvStart, cap_decode);
-  take(kPlanOffDecodeChunkTokens, cap_decode);
-  take(kPlanOffExtendTiles, 2 * cap_tiles);
+  // 4. Layout of the metadata buffer (laid out above, the cut counters last).
   if (cfg.meta_capacity > 0 && off > cfg.meta_capacity) {
     r.error = cat("plan metadata needs ", off, " int32 entries but the buffer holds ", cfg.meta_capacity,
                   " (raise max_batch / max_tokens)");
@@ -612,7 +652,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   info[kPlanNumExtendRows] = int64_t(extend_rows.size());
   info[kPlanNumExtendTiles] = Nt;
   info[kPlanExtendTileTokens] = tt;
-  info[kPlanNumPartials] = num_partials;
+  info[kPlanNumPartials] = num_partials + cut_slots;
   info[kPlanMaxSplits] = max_splits;
   info[kPlanMetaLen] = off;
   info[kPlanNumKvPages] = in.kv_indptr[B];
@@ -629,6 +669,9 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   info[kPlanExtendKvSplits] = extend_kv_splits;
   info[kPlanExtendTma] = policy.extend_tma ? 1 : 0;
   info[kPlanExtendCtas] = extend_ctas;
+  info[kPlanExtendCutItems] = cut_items;
+  info[kPlanExtendItemParts] = item_parts;
+  info[kPlanExtendCutSlot0] = num_partials;
   info[kPlanDecodeKernel] = int64_t(decode_kernel);
   info[kPlanKvFp8] = cfg.kv_fp8 ? 1 : 0;
   info[kPlanGraphSafe] = cfg.graph_safe ? 1 : 0;
@@ -661,6 +704,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     t[2 * i] = tile.row;
     t[2 * i + 1] = tile.q_start;
   }
+  std::fill_n(m + info[kPlanOffExtendCutCounters], cut_items, 0);
   r.ok = true;
   return r;
 }
@@ -688,6 +732,8 @@ PlanView plan_view(const int64_t* info, const int32_t* meta) {
   v.extend_kv_splits = int32_t(info[kPlanExtendKvSplits]);
   v.extend_tma = int32_t(info[kPlanExtendTma]);
   v.extend_ctas = int32_t(info[kPlanExtendCtas]);
+  v.extend_cut_items = int32_t(info[kPlanExtendCutItems]);
+  v.extend_item_parts = int32_t(info[kPlanExtendItemParts]);
   v.decode_kernel = int32_t(info[kPlanDecodeKernel]);
   v.decode_max_q = int32_t(info[kPlanDecodeMaxQ]);
   v.decode_cta_blocks = int32_t(info[kPlanDecodeCtaBlocks]);
@@ -710,7 +756,7 @@ const char* const* plan_config_field_names() {
       "device_tma_encoder", "device_hip_mfma", "extend_kernel", "decode_kernel", "extend_kv_splits", "extend_tma",
       "extend_tile_tokens", "graph_safe", "graph_max_rows", "graph_max_tokens",
       "graph_max_extend_tokens", "graph_max_partials", "graph_max_kv_pages", "decode_max_q",
-      "extend_persistent", nullptr};
+      "extend_persistent", "extend_item_parts", nullptr};
   // clang-format on
   return names;
 }
@@ -728,7 +774,7 @@ const char* const* plan_info_field_names() {
       "extend_block_rows", "extend_kv_splits", "extend_tma", "decode_kernel", "off_counts", "kv_fp8", "graph_safe",
       "graph_max_rows", "graph_max_tokens", "graph_max_tiles", "graph_max_partials", "decode_max_q",
       "decode_max_q_policy", "decode_cta_blocks", "mode_requested", "est_split_ns", "est_fold_ns", "extend_ctas",
-      nullptr};
+      "extend_cut_items", "extend_item_parts", "extend_cut_slot0", "off_extend_cut_counters", nullptr};
   // clang-format on
   return names;
 }
@@ -746,7 +792,8 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
   for (auto e : {in(kCfgMode, 0, 2), in(kCfgDeterministic, 0, 1), in(kCfgKvFp8, 0, 1), in(kCfgDeviceKind, 0, 2),
                  in(kCfgDeviceSm90Extend, 0, 1), in(kCfgDeviceTmaEncoder, 0, 1), in(kCfgDeviceHipMfma, 0, 1),
                  in(kCfgExtendKernel, 0, 3), in(kCfgDecodeKernel, 0, 4), in(kCfgExtendTma, -1, 1),
-                 in(kCfgExtendPersistent, -1, 1), in(kCfgGraphSafe, 0, 1), in(kCfgWindowLeft, -1, INT32_MAX)})
+                 in(kCfgExtendPersistent, -1, 1), in(kCfgExtendItemParts, -1, kExtendMaxItemParts),
+                 in(kCfgGraphSafe, 0, 1), in(kCfgWindowLeft, -1, INT32_MAX)})
     if (!e.empty()) return e;
   PlanConfig& c = *cfg;
   c.page_size = int32_t(v[kCfgPageSize]);
@@ -780,6 +827,7 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
   c.graph_max_kv_pages = int32_t(v[kCfgGraphMaxKvPages]);
   c.request.decode_max_q = int32_t(v[kCfgDecodeMaxQ]);
   c.request.extend_persistent = int32_t(v[kCfgExtendPersistent]);
+  c.request.extend_item_parts = int32_t(v[kCfgExtendItemParts]);
   return {};
 }
 
@@ -791,6 +839,9 @@ std::string check_plan_info(const int64_t* info, int64_t len) {
     if (info[f] < 0 || info[f] > meta_len) return cat("plan_info: offset field ", f, " out of range");
   if (info[kPlanOffCounts] < 0 || info[kPlanOffCounts] + kNumCounts > meta_len)
     return "plan_info: the count header is out of range";
+  if (info[kPlanExtendCutItems] < 0 || info[kPlanOffExtendCutCounters] < 0 ||
+      info[kPlanOffExtendCutCounters] + info[kPlanExtendCutItems] > meta_len)
+    return "plan_info: the cut items' counters are out of range";
   return {};
 }
 

@@ -139,6 +139,10 @@ ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q, bool capt
                 graph ? info[kPlanGraphMaxPartials] : num_partials,
                 " decode splits but no arena (partial_out / partial_lse) was given");
   }
+  const bool cut = info[kPlanExtendCutItems] > 0;
+  TORCH_CHECK(!cut || a.partial_out.has_value(), F, "the plan cuts ", info[kPlanExtendCutItems],
+              " extend items into parts, whose partials go to the arena, but no arena (partial_out / "
+              "partial_lse) was given");
   if (a.partial_out.has_value() || a.partial_lse.has_value()) {
     TORCH_CHECK(a.partial_out.has_value() && a.partial_lse.has_value(), F,
                 "partial_out and partial_lse must be given together");
@@ -224,6 +228,10 @@ ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q, bool capt
   if (a.partial_out.has_value()) {
     L.decode.partial_out = a.partial_out->data_ptr<float>();
     L.decode.partial_lse = a.partial_lse->data_ptr<float>();
+  }
+  if (cut) {
+    L.extend.maybe_cut_partials = L.decode.partial_out + info[kPlanExtendCutSlot0] * Hq * D;
+    L.extend.maybe_cut_counters = a.plan_meta.data_ptr<int32_t>() + info[kPlanOffExtendCutCounters];
   }
   L.save_kv = save;
   if (save) {

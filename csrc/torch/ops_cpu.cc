@@ -30,8 +30,8 @@ std::vector<int64_t> plan_upload_cpu(const at::Tensor& qo_indptr, const at::Tens
 }
 
 // [extend_kernel, extend_block_rows, extend_pack, extend_tile_tokens, extend_tma, decode_kernel,
-//  graph_max_tiles, graph_max_partials, decode_max_q, extend_persistent] (graph_* 0 unless the
-//  config is graph-safe)
+//  graph_max_tiles, graph_max_partials, decode_max_q, extend_persistent, extend_max_item_parts]
+//  (graph_* 0 unless the config is graph-safe)
 std::vector<int64_t> launch_policy_op(c10::IntArrayRef config) {
   const PlanConfig cfg = plan_config(config, 0);
   LaunchPolicy p;
@@ -42,9 +42,10 @@ std::vector<int64_t> launch_policy_op(c10::IntArrayRef config) {
     err = graph_bounds(cfg, p, &g);
     TORCH_CHECK(err.empty(), "mixed_attn: ", err);
   }
-  return {int64_t(p.extend_kernel), p.extend_block_rows,        p.extend_pack, p.extend_tile_tokens,
-          p.extend_tma ? 1 : 0,     int64_t(p.decode_kernel),   g.max_tiles,   g.max_partials,
-          p.decode_max_q,           p.extend_persistent ? 1 : 0};
+  return {
+      int64_t(p.extend_kernel), p.extend_block_rows, p.extend_pack,  p.extend_tile_tokens, p.extend_tma ? 1 : 0,
+      int64_t(p.decode_kernel), g.max_tiles,         g.max_partials, p.decode_max_q,       p.extend_persistent ? 1 : 0,
+      p.extend_max_item_parts};
 }
 
 std::vector<std::string> plan_field_names_op(c10::string_view which) {
@@ -104,8 +105,8 @@ void forward_cpu(const at::Tensor& q, const std::optional<at::Tensor>& k, const 
   cpu::decode(L.decode);
 }
 
-int64_t plan_meta_capacity_op(int64_t max_rows, int64_t max_tokens, int64_t extend_tile_tokens) {
-  return plan_meta_capacity(max_rows, max_tokens, extend_tile_tokens);
+int64_t plan_meta_capacity_op(int64_t max_rows, int64_t max_tokens, int64_t extend_tile_tokens, int64_t head_groups) {
+  return plan_meta_capacity(max_rows, max_tokens, extend_tile_tokens, head_groups);
 }
 
 }  // namespace

@@ -32,8 +32,8 @@ TORCH_LIBRARY(mixed_attn, m) {
 
   // The per-wrapper launch policy of a config: [extend_kernel, extend_block_rows,
   // extend_pack, extend_tile_tokens, extend_tma, decode_kernel, graph_max_tiles,
-  // graph_max_partials, decode_max_q, extend_persistent]; an error names an override the device
-  // cannot honour.
+  // graph_max_partials, decode_max_q, extend_persistent, extend_max_item_parts]; an error names
+  // an override the device cannot honour.
   m.def("launch_policy(int[] config) -> int[]");
 
   // Field names of a plan config ("config") or of plan_info ("info"), in order.
@@ -43,8 +43,9 @@ TORCH_LIBRARY(mixed_attn, m) {
   // sm90_extend, tma_encoder, hip_mfma] (launch_policy.h, DeviceDesc).
   m.def("device_desc(Device device) -> int[]");
 
-  // int32 entries a plan metadata buffer needs for this many rows and tokens.
-  m.def("plan_meta_capacity(int max_rows, int max_tokens, int extend_tile_tokens) -> int");
+  // int32 entries a plan metadata buffer needs for this many rows and tokens (head_groups: Hq /
+  // the extend pack, the items of a tile, where the policy may cut items: room for their counters).
+  m.def("plan_meta_capacity(int max_rows, int max_tokens, int extend_tile_tokens, int head_groups=0) -> int");
 
   // What this binary was built for ("key=value": backend, GPU archs, torch, toolkit);
   // implemented in build_info.cc, read by mixed_attn.info().

@@ -198,6 +198,7 @@ class OpExtend:
     def __init__(self, device="cuda"):
         self.device = torch.device(device)
         self.request = {}
+        self._arenas = {}
 
     def _config(self, page_size, hq, hkv, d, **fields):
         from .plan_info import make_config
@@ -213,20 +214,39 @@ class OpExtend:
         qo, kv, sl = (torch.as_tensor(x, dtype=torch.int32) for x in (qo_indptr, kv_indptr, seq_lens))
         cfg = self._config(page_size, hq, hkv, d, window_left=window_left, mode=mode,
                            deterministic=deterministic, extend_tile_tokens=tile_tokens or 0, **request)
-        tt = int(torch.ops.mixed_attn.launch_policy(cfg)[3])
-        return self._plan(qo, kv, sl, cfg, tt)
+        return self._plan(qo, kv, sl, cfg)
 
-    def _plan(self, qo, kv, sl, cfg, tile_tokens):
-        cap = torch.ops.mixed_attn.plan_meta_capacity(sl.numel(), int(qo[-1]), tile_tokens)
+    def _plan(self, qo, kv, sl, cfg):
+        from .plan_info import CONFIG_INDEX
+
+        policy = torch.ops.mixed_attn.launch_policy(cfg)
+        tile_tokens = int(policy[3])
+        head_groups = cfg[CONFIG_INDEX["num_qo_heads"]] // int(policy[2]) if policy[10] > 1 else 0
+        cap = torch.ops.mixed_attn.plan_meta_capacity(sl.numel(), int(qo[-1]), tile_tokens, head_groups)
         meta = torch.zeros(cap, dtype=torch.int32)
         info = torch.ops.mixed_attn.plan(qo, kv, sl, meta, cfg)
         return info, meta.to(self.device)
+
+    def arena(self, info, q):
+        """The arena slices a plan needs (plans with cut extend items park their parts there), or
+        (None, None); reused across runs of plans of the same size."""
+        from .plan_info import field
+
+        slots = field(info, "num_partials")
+        if slots == 0:
+            return None, None
+        key = (slots, q.shape[1], q.shape[2], q.device)
+        if key not in self._arenas:
+            self._arenas[key] = (torch.empty(slots, q.shape[1], q.shape[2], dtype=torch.float32, device=q.device),
+                                 torch.empty(slots, q.shape[1], dtype=torch.float32, device=q.device))
+        return self._arenas[key]
 
     def run(self, info, meta, q, k_cache, v_cache, kv_indices, out, lse=None, sinks=None,
             sm_scale=None, logit_cap=0.0, window_left=-1, k_scale=1.0, v_scale=1.0, stream=None):
         if sm_scale is None:
             sm_scale = q.shape[-1] ** -0.5
+        partial_out, partial_lse = self.arena(info, q)
         with torch.cuda.stream(stream or torch.cuda.current_stream()):
-            torch.ops.mixed_attn.forward(q, None, None, k_cache, v_cache, kv_indices, meta, info, None,
-                                         None, out, lse, sinks, sm_scale, logit_cap, window_left,
+            torch.ops.mixed_attn.forward(q, None, None, k_cache, v_cache, kv_indices, meta, info, partial_out,
+                                         partial_lse, out, lse, sinks, sm_scale, logit_cap, window_left,
                                          k_scale, v_scale)

@@ -93,6 +93,11 @@ class MixedAttention:
             persistent, about one CTA per SM each serving a share of the (tile, head group)
             items, unless the plan's estimate finds one CTA per item clearly faster), False (one
             CTA per item) or True (persistent always).
+        extend_item_parts: None (policy: where the plan's estimate finds it faster, a persistent
+            sm_90a launch runs its costliest (tile, head group) items in 2-4 parts each over a
+            share of their keys, merged through the arena by whichever part finishes last; never
+            in deterministic or graph-safe mode), 1 (never) or 2-4 (every item of a persistent
+            launch in that many parts; tests and benchmarks).
         cuda_graph: graph-safe mode for serving engines that capture run() once per batch
             bucket and replay it after every plan(): the launch geometry, the metadata layout
             and the arena depend only on the bucket (max_batch rows, max_tokens tokens,
@@ -111,7 +116,7 @@ class MixedAttention:
             tile, causal among the row's own tokens; longer rows on the extend kernel. 0 (the
             default) lets the launch policy choose from the group size (`launch_policy`); 1
             sends only one-token rows to the decode kernels; at most 16.
-        The five policy overrides default to the MIXED_ATTN_* variables of mixed_attn/env.py. Every launch
+        The six policy overrides default to the MIXED_ATTN_* variables of mixed_attn/env.py. Every launch
         decision is made by the planner and recorded in the plan (`launch_policy`, and per
         step `plan_launch`); an override the device cannot honour is an error here.
     """
@@ -122,7 +127,7 @@ class MixedAttention:
                  max_splits_per_row=32, fixed_split_tokens=2048, num_sms=None, validate=False,
                  min_split_tokens=256, ctas_per_sm=2, extend_backend=None, decode_backend=None,
                  extend_kv_splits=None, extend_tma=None, cuda_graph=False, extend_persistent=None,
-                 max_extend_tokens=None, max_partials=None, decode_max_q=0):
+                 max_extend_tokens=None, max_partials=None, decode_max_q=0, extend_item_parts=None):
         if mode is None:
             mode = _env.MODE
         if mode not in _MODES:
@@ -159,6 +164,8 @@ class MixedAttention:
             extend_tma = _env.EXTEND_TMA
         if extend_persistent is None:
             extend_persistent = _env.EXTEND_PERSISTENT
+        if extend_item_parts is None:
+            extend_item_parts = _env.EXTEND_ITEM_PARTS
         # The CPU implementation has no kernel families: "auto" there.
         on_cpu = self.device.type == "cpu"
         self._config = _pi.make_config(
@@ -170,16 +177,16 @@ class MixedAttention:
             extend_kernel=0 if on_cpu else _choice(extend_backend, _env.EXTEND_KERNELS, "extend_backend"),
             decode_kernel=0 if on_cpu else _choice(decode_backend, _env.DECODE_KERNELS, "decode_backend"),
             extend_kv_splits=extend_kv_splits, extend_tma=int(extend_tma), decode_max_q=int(decode_max_q),
-            extend_persistent=int(extend_persistent),
+            extend_persistent=int(extend_persistent), extend_item_parts=int(extend_item_parts),
             **self._graph_fields(cuda_graph, max_batch, max_tokens, max_extend_tokens, max_partials))
         self.cuda_graph = bool(cuda_graph)
         self.num_sms = self._config[_pi.CONFIG_INDEX["num_sms"]]
         (kernel, rows, pack, tile, tma, dkernel, graph_tiles,
-         graph_partials, dmq, persistent) = torch.ops.mixed_attn.launch_policy(self._config)
+         graph_partials, dmq, persistent, max_parts) = torch.ops.mixed_attn.launch_policy(self._config)
         self.launch_policy = {
             "extend_kernel": _pi.EXTEND_KERNEL_NAMES[kernel], "extend_block_rows": rows,
             "extend_pack": pack, "extend_tile_tokens": tile, "extend_tma": bool(tma),
-            "extend_persistent": bool(persistent),
+            "extend_persistent": bool(persistent), "extend_max_item_parts": max_parts,
             "decode_kernel": _pi.DECODE_KERNEL_NAMES[dkernel], "decode_max_q": dmq}
         self.decode_max_q = dmq
         self.extend_tile_tokens = tile
@@ -222,7 +229,11 @@ class MixedAttention:
 
     # -- buffers ---------------------------------------------------------------------------
     def _alloc_meta(self, max_batch, max_tokens):
-        cap = torch.ops.mixed_attn.plan_meta_capacity(max_batch, max_tokens, self.extend_tile_tokens)
+        # Room for the counters of cut extend items where the policy may cut them.
+        cuts = self.launch_policy["extend_max_item_parts"] > 1
+        cap = torch.ops.mixed_attn.plan_meta_capacity(
+            max_batch, max_tokens, self.extend_tile_tokens,
+            self.num_qo_heads // self.launch_policy["extend_pack"] if cuts else 0)
         pin = self.device.type == "cuda"
         # Two pinned host buffers used in turn (plan_upload keeps the event of each one's last
         # copy), so a plan never overwrites host memory that a still queued copy reads from.
@@ -286,7 +297,8 @@ class MixedAttention:
         return info
 
     def _grow_arena(self, need):
-        logger.warning("mixed_attn: the plan needs %d decode partial slots, the arena holds %d: "
+        logger.warning("mixed_attn: the plan needs %d arena slots (decode splits, cut extend items), the arena "
+                       "holds %d: "
                        "growing it once (size max_batch / max_splits_per_row for your traffic)",
                        need, self.arena_slots)
         self._alloc_arena(max(need, 2 * self.arena_slots))

@@ -19,6 +19,8 @@ struct ExtendArgs {
   int tile_capacity;    // queries one pass of a CTA covers: kBlockM / pack
   float score_scale;    // sm_scale * k_scale (applied to q.k in fp32)
   float out_scale;      // v_scale
+  float* cut_partials;  // sm_90a, a plan with cut items: the parts' partials (cut_merge.cuh) ...
+  int* cut_counters;    // ... and each cut item's count of finished parts; else null
 };
 
 // Host side, both launchers: the arguments of a kernel whose CTAs hold kBlockM = block_rows query
@@ -31,6 +33,8 @@ inline ExtendArgs make_extend_args(const AttentionCommon& a, int block_rows, flo
   args.tile_capacity = block_rows / args.pack;
   args.score_scale = a.sm_scale * k_scale;
   args.out_scale = v_scale;
+  args.cut_partials = nullptr;
+  args.cut_counters = nullptr;
   return args;
 }
 

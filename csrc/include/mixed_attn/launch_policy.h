@@ -62,7 +62,15 @@ struct LaunchRequest {
   int32_t extend_persistent = -1;  // -1: policy (persistent unless the estimate finds one CTA per
                                    // item clearly faster); 0: one sm_90a CTA per item; 1: persistent
                                    // sm_90a launches (about one CTA per SM) wherever not KV-split
+  int32_t extend_item_parts = -1;  // -1: policy (the planner cuts the costliest items of a persistent
+                                   // sm_90a launch into 2..kExtendMaxItemParts parts where its
+                                   // estimate finds that faster); 1: never; N in 2..4: every item of
+                                   // the launch in N parts (a persistent launch; tests, benchmarks)
 };
+
+// Most parts an item of a persistent sm_90a launch is cut into (each part parks a partial of
+// block_rows x (head_dim + 8) floats in the arena; plan.cc chooses the cut).
+constexpr int kExtendMaxItemParts = 4;
 
 // The per-wrapper part of the policy: depends on the model and the device only.
 struct LaunchPolicy {
@@ -75,6 +83,9 @@ struct LaunchPolicy {
   bool extend_persistent = false;   // sm_90a: launches whose tiles are not KV-split may be persistent
                                     // (the planner's estimate decides: plan.cc, fastest_kv_splits) ...
   bool extend_persistent_fixed = false;  // ... or are, always (extend_persistent=1)
+  int32_t extend_max_item_parts = 1;  // sm_90a persistent launches: items may be cut into up to this
+                                      // many parts (1: never; the planner's estimate decides) ...
+  bool extend_item_parts_fixed = false;  // ... or every item is cut into exactly that many
   DecodeKernel decode_kernel = DecodeKernel::kHost;
   bool decode_narrow_when_fits = false;  // tensor core chosen by the policy: a step whose decode rows
                                          // all fit the narrow kernel (launch pairs <= 8) runs it

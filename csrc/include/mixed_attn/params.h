@@ -58,6 +58,8 @@ struct PlanView {
   int32_t extend_tma;                  // 1: interior K/V tiles by TMA (sm_90a)
   int32_t extend_ctas;                 // > 0: a persistent sm_90a launch of this many CTAs sharing
                                        // the (tile, head group) items out; 0: one CTA per item
+  int32_t extend_cut_items;            // persistent launches: its costliest items run in parts
+  int32_t extend_item_parts;           // ... of this many (ExtendParams: their partials, counters)
   int32_t decode_kernel;               // DecodeKernel
   int32_t decode_max_q;                // no decode row of the launch has more query tokens (>= 1)
   int32_t decode_cta_blocks;           // 16-pair MMA blocks per decode CTA (1, 2 or 4)
@@ -121,7 +123,14 @@ struct SaveKVParams {
 };
 
 // Extend kernel: every tile of plan.extend_tiles, queries over prefix + causal new.
-struct ExtendParams { AttentionCommon attn; };
+struct ExtendParams {
+  AttentionCommon attn;
+  // A plan with cut items (plan.extend_cut_items > 0), else null: the parts' partials (the arena
+  // from the plan's extend_cut_slot0 on) and each cut item's counter of finished parts (in the
+  // plan's metadata: zero as uploaded, and again after every launch).
+  float* maybe_cut_partials;
+  int32_t* maybe_cut_counters;
+};
 
 // Split-KV decode: stage 1 writes one partial (normalised output + LSE) per
 // (decode row, split, q head) into the arena; stage 2 merges them into out.

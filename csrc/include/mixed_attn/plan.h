@@ -84,6 +84,7 @@ enum PlanConfigField : int32_t {
   kCfgGraphMaxKvPages,
   kCfgDecodeMaxQ,
   kCfgExtendPersistent,
+  kCfgExtendItemParts,
   kCfgNumFields
 };
 
@@ -153,6 +154,10 @@ enum PlanInfoField : int32_t {
   kPlanExtendCtas,         // > 0: the sm_90a extend launch is persistent with this many CTAs
                            // (about one per SM), each serving a share of the (tile, head group)
                            // items; 0: one CTA per item (a graph-safe plan: the bucket's count)
+  kPlanExtendCutItems,     // the persistent launch's costliest items cut into parts (0: none) ...
+  kPlanExtendItemParts,    // ... of this many parts each (1: none)
+  kPlanExtendCutSlot0,     // first arena slot of the parts' partials (after the decode partials)
+  kPlanOffExtendCutCounters,  // [cut items] int32 counters of each cut item's finished parts (0)
   kPlanNumFields
 };
 constexpr int64_t kPlanMagicValue = 0x6d69786564;  // "mixed"
@@ -174,7 +179,9 @@ struct PlanResult {
 
 // Size in int32 entries of the metadata buffer for a batch of B rows and T
 // tokens (a graph-safe plan of that bucket uses exactly this much).
-int64_t plan_meta_capacity(int64_t max_rows, int64_t max_tokens, int64_t extend_tile_tokens);
+// head_groups: the extend items a tile holds (Hq / pack), for the counters of cut items (0: no
+// room for them; the planner cuts only as many items as the buffer has room for).
+int64_t plan_meta_capacity(int64_t max_rows, int64_t max_tokens, int64_t extend_tile_tokens, int64_t head_groups);
 
 // Bounds of a graph-safe bucket, derived from its config (launch geometry of every plan
 // made with it): extend tiles, decode partials. Empty string or what is wrong.

@@ -68,6 +68,8 @@ inline double extend_key_us(int block_rows, int head_dim, bool kv_fp8) {
   return std::max(math, copy) * (kv_fp8 ? kExtendFp8KeyFactor : 1.0);
 }
 
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 // One extend launch, tiles fed costliest first (add_tile), `ctas_per_tile` CTAs per tile (head
 // groups) each split over `splits` CTAs, one CTA per SM.
 class ExtendLaunchEstimate {
@@ -121,10 +123,11 @@ class PersistentLaunchEstimate {
       : head_groups_(head_groups), ctas_(ctas < 1 ? 1 : ctas), key_us_(key_us), loads_(*loads) {
     loads_.assign(size_t(ctas_), 0.0);
   }
-  void add_tile(int64_t keys) {
-    const double t = kPersistentItemUs + key_us_ * double(keys);
-    // The tile's items go to consecutive CTAs of the round (a run per round it spans).
-    for (int64_t left = head_groups_; left > 0;) {
+  void add_tile(int64_t keys) { add_units(kPersistentItemUs + key_us_ * double(keys), head_groups_); }
+  // n units of t us each (items, or the parts of cut items), in the kernel's order.
+  void add_units(double t, int64_t n) {
+    // The units go to consecutive CTAs of the round (a run per round they span).
+    for (int64_t left = n; left > 0;) {
       const int64_t take = std::min(left, ctas_ - pos_);
       double* run = loads_.data() + (forward_ ? pos_ : ctas_ - pos_ - take);
       for (int64_t j = 0; j < take; ++j) run[j] += t;
@@ -143,6 +146,62 @@ class PersistentLaunchEstimate {
   int64_t pos_ = 0;
   bool forward_ = true, any_ = false;
 };
+
+// Cut items in a persistent launch (Stream-K's idea): the k costliest (tile, head group) items
+// each run as `parts` units over a share of the item's K/V tiles, dealt after the whole items;
+// each unit parks its partial state in the arena and the last of an item's units to finish merges
+// them (extend/sm90/cut_merge.cuh). A part costs an item's fixed part, its share of the keys and
+// this much for its partial's store and its share of the merge (the model's value, not fitted).
+constexpr double kExtendPartMergeUs = 2.0;
+// A cut plan must be estimated at least this much faster than the uncut launch: the persistent
+// estimate errs by 2-4% (median), and a cut costs arena traffic the model charges only roughly.
+constexpr double kCutMargin = 1.03;
+
+// The persistent launch over n tiles (keys(i) keys, costliest first, head_groups items each) on
+// min(num_sms, units) CTAs with its `cut` costliest items in `parts` parts: the whole items first,
+// costliest first, then each cut item's parts in turn (the kernel's order: extend/sm90/kernel.cuh,
+// sm90_unit).
+template <typename Keys>
+double persistent_cut_us(const Keys& keys, int64_t n, int64_t head_groups, int num_sms, double key_us, int64_t cut,
+                         int parts, std::vector<double>* loads) {
+  const int64_t items = n * head_groups, units = items + cut * (parts - 1);
+  PersistentLaunchEstimate e(head_groups, std::min<int64_t>(num_sms, units), key_us, loads);
+  // Whole items: the rest of the tile the cut ends in, then whole tiles.
+  const int64_t first_tile = cut / head_groups;
+  if (cut % head_groups != 0)
+    e.add_units(kPersistentItemUs + key_us * double(keys(first_tile)), head_groups - cut % head_groups);
+  for (int64_t i = ceil_div(cut, head_groups); i < n; ++i) e.add_tile(keys(i));
+  // Parts, item by item (one tile's items in one run).
+  for (int64_t c = 0; c < cut;) {
+    const int64_t tile = c / head_groups, run = std::min(cut, (tile + 1) * head_groups) - c;
+    const int64_t share = (keys(tile) + parts - 1) / parts;
+    e.add_units(kPersistentItemUs + kExtendPartMergeUs + key_us * double(share), run * parts);
+    c += run;
+  }
+  return e.us();
+}
+
+// The fastest cut of a persistent launch: `*cut` items in `*parts` parts (0 and 1: none), and its
+// estimate. Candidates: for each part count up to max_parts, the cuts that bring the units to
+// just past a whole number of rounds of num_sms (the balanced counts; a search over every cut
+// finds the same best within 0.1% on the shapes of docs/extend_work_balance.md).
+template <typename Keys>
+double fastest_item_cut(const Keys& keys, int64_t n, int64_t head_groups, int num_sms, double key_us, int max_parts,
+                        int64_t max_cut, int64_t* cut, int* parts, std::vector<double>* loads) {
+  const int64_t items = n * head_groups, sms = num_sms < 1 ? 1 : num_sms;
+  *cut = 0;
+  *parts = 1;
+  double best = persistent_cut_us(keys, n, head_groups, num_sms, key_us, 0, 1, loads);
+  const int64_t rounds = ceil_div(items, sms);
+  for (int s = 2; s <= max_parts; ++s)
+    for (int64_t m = rounds; m < rounds + 4; ++m)
+      for (int64_t k : {(m * sms - items) / (s - 1), ceil_div(m * sms - items, s - 1)}) {
+        if (k < 1 || k > std::min(items, max_cut)) continue;
+        const double us = persistent_cut_us(keys, n, head_groups, num_sms, key_us, k, s, loads);
+        if (us < best) best = us, *cut = k, *parts = s;
+      }
+  return best;
+}
 
 // The decode half: its launches, `kv_bytes` of K/V over HBM, and `waves` waves of CTAs each
 // streaming at most `longest_bytes` (a linear fit: the last two overlap only in part).

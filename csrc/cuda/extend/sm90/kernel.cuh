@@ -48,14 +48,31 @@
 
 namespace mixed_attn::gpu::extend_detail {
 
-// Item `item` of the step (tile item / head_groups of the plan's costliest-first list, head group
-// item % head_groups) as the roles see it, for KV-split rank `split_rank` of `kv_splits`.
-__device__ __forceinline__ Sm90Work sm90_work(const ExtendArgs& args, int item, int kv_splits, int split_rank) {
+// Unit `unit` of the step as the roles see it, for KV-split rank `split_rank` of `kv_splits`. A
+// unit is an item (tile item / head_groups of the plan's costliest-first list, head group
+// item % head_groups), or, in a plan that cuts its k costliest items into `parts` parts
+// (cut_merge.cuh), one part: the units are the whole items k.. in order, then items 0..k-1's
+// parts, item by item (the planner's estimate deals them in this order, step_cost.h).
+__device__ __forceinline__ Sm90Work sm90_work(const ExtendArgs& args, int unit, int kv_splits, int split_rank) {
   const AttentionCommon& a = args.a;
   const PlanView& plan = a.plan;
   Sm90Work w;
   w.kv_splits = kv_splits;
   w.split_rank = split_rank;
+  w.cut = -1;
+  int item = unit;
+  const int cut_items = plan.extend_cut_items;
+  if (cut_items > 0) {
+    const int whole = plan.num_extend_tiles * args.head_groups - cut_items;
+    if (unit < whole) {
+      item = cut_items + unit;
+    } else {
+      const int parts = plan.extend_item_parts, j = unit - whole;
+      item = w.cut = j / parts;
+      w.split_rank = j % parts;
+      w.kv_splits = parts;
+    }
+  }
   const int tile_index = item / args.head_groups;
   const int head_group = item % args.head_groups;
   w.pack = args.pack;
@@ -110,6 +127,7 @@ __global__ void MA_SM90_KERNEL_BOUNDS(kHeadDim)
   sm.q_full = sm.v_empty + Ring::kVSlots;
   sm.q_empty = sm.q_full + 1;
   sm.merge_arrived = sm.q_full + 2;
+  sm.cut_merge = reinterpret_cast<int*>(sm.q_full + 3);
   constexpr int kConsumerThreads = 128 * Tr::kConsumerWGs;
 
   const int tid = threadIdx.x;
@@ -120,7 +138,11 @@ __global__ void MA_SM90_KERNEL_BOUNDS(kHeadDim)
   // launches cover the bucket: the CTAs past this step's items leave before touching a barrier
   // (every CTA of a cluster shares the item, so they leave together).
   const Sm90Schedule sched{kv_splits};
-  auto total_items = [&]() { return plan_count(plan, kCountExtendTiles, plan.num_extend_tiles) * args.head_groups; };
+  // Units: the items, and a cut item's parts past its first (a graph-safe plan never cuts).
+  auto total_items = [&]() {
+    return plan_count(plan, kCountExtendTiles, plan.num_extend_tiles) * args.head_groups +
+           plan.extend_cut_items * (plan.extend_item_parts - 1);
+  };
   if (sched.item(0, total_items()) >= total_items()) return;
 
   if (tid == 0) {

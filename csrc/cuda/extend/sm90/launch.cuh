@@ -1,7 +1,7 @@
 // Host side of the sm_90a extend kernel: the checks of the plan against the kernel's shape, the
 // TMA maps when the plan asks for TMA, and the launch: the plan's extend_ctas CTAs when it makes
-// the launch persistent, a cluster of kv_splits CTAs per item when it splits the tiles' K/V
-// (kv_split_merge.cuh), else one CTA per item.
+// the launch persistent (its costliest items possibly cut into parts, cut_merge.cuh), a cluster of
+// kv_splits CTAs per item when it splits the tiles' K/V (kv_split_merge.cuh), else one CTA per item.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -27,7 +27,7 @@ const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
   constexpr int BM = Sm90Traits<kHeadDim>::kBlockM;
   static_assert(BM == extend_sm90_block_rows(kHeadDim), "launch_policy.h must know the kernel's rows");
   if (a.plan.extend_block_rows != BM) return "extend: the plan's tiles were cut for another kernel shape";
-  const ExtendArgs args = make_extend_args(a, BM, kFp8 ? a.k_scale : 1.f, kFp8 ? a.v_scale : 1.f);
+  ExtendArgs args = make_extend_args(a, BM, kFp8 ? a.k_scale : 1.f, kFp8 ? a.v_scale : 1.f);
   const int64_t blocks = extend_grid_blocks(args);
   const int kv_splits = a.plan.extend_kv_splits;
   if (kv_splits < 1 || kv_splits > sm90_max_kv_splits<kHeadDim>())
@@ -40,6 +40,21 @@ const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
   const int persistent_ctas = a.plan.extend_ctas;
   if (persistent_ctas < 0 || (persistent_ctas > 0 && kv_splits > 1))
     return "extend: the plan's persistent CTA count must be >= 0, and 0 under a KV split";
+  // Cut items (cut_merge.cuh): parts of one pass each, in a persistent launch, with the arena
+  // slots and counters the op layer found for them.
+  const int64_t cut_items = a.plan.extend_cut_items;
+  if (cut_items != 0) {
+    if (cut_items < 0 || cut_items > blocks || a.plan.extend_item_parts < 2 ||
+        a.plan.extend_item_parts > kExtendMaxItemParts || persistent_ctas == 0)
+      return "extend: the plan's cut items must be a persistent launch's, of 2..4 parts";
+    if (a.plan.extend_tile_tokens > args.tile_capacity) return "extend: a plan with cut items needs tiles of one pass";
+    if (p.maybe_cut_partials == nullptr || p.maybe_cut_counters == nullptr)
+      return "extend: the plan cuts items but no arena slots / counters were given for their parts";
+    if (blocks + cut_items * (a.plan.extend_item_parts - 1) > 0x7fffffff)
+      return "extend: too many units for one launch";
+    args.cut_partials = p.maybe_cut_partials;
+    args.cut_counters = p.maybe_cut_counters;
+  }
   Sm90TmaMaps maps;
   std::memset(&maps, 0, sizeof(maps));
   const bool use_tma = a.plan.extend_tma != 0;

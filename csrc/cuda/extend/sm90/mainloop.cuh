@@ -18,6 +18,7 @@
 #include "cuda/common/softmax.cuh"
 #include "cuda/extend/args.cuh"
 #include "cuda/extend/portable/frag_layout.h"  // AccLayoutMma16816: the wgmma accumulators per warp
+#include "cuda/extend/sm90/cut_merge.cuh"
 #include "cuda/extend/sm90/epilogue.cuh"
 #include "cuda/extend/sm90/kv_split_merge.cuh"
 #include "cuda/extend/sm90/sync.cuh"
@@ -251,14 +252,35 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
     // are done once theirs is handed over. The merge arithmetic stays here, next to the state it
     // updates: moved into a function of its own (force-inlined or a lambda) it changes the order
     // of the PHI copies of that state, and with it the register assignment in the SASS.
+    // A cut item's part (cut_merge.cuh): the same merge, over the parts parked in the arena, by
+    // whichever part finishes last, starting from part 0's state.
     if (kv_splits > 1) {
-      if (split_rank == 0) {
+      const int ctid = tid - 128;
+      const bool cut = w.cut >= 0;
+      if (cut) {
+        if (!cut_part_done<kHeadDim>(args, sm, w, tid, o_acc, row_max, row_sum)) return;  // another part merges
+        if (split_rank != 0) {
+          const float4* src = cut_part_f4<kHeadDim>(args, w, 0, ctid);
+          const float4 ml = __ldcg(src + kNTilesO * kConsumerThreads);
+          row_max[0] = ml.x, row_max[1] = ml.y, row_sum[0] = ml.z, row_sum[1] = ml.w;
+#pragma unroll
+          for (int n = 0; n < kNTilesO; ++n) {
+            const float4 o = __ldcg(src + n * kConsumerThreads);
+            o_acc[n][0] = o.x, o_acc[n][1] = o.y, o_acc[n][2] = o.z, o_acc[n][3] = o.w;
+          }
+        }
+      } else if (split_rank == 0) {
         kv_split_gather(sm);
-        const int ctid = tid - 128;
+      } else {
+        kv_split_hand_over<kHeadDim, T>(sm, w, tid, o_acc, row_max, row_sum);
+        return;  // the partial is rank 0's now
+      }
+      {
         const float4* parked = reinterpret_cast<const float4*>(sm.q);
         for (int r = 1; r < kv_splits; ++r) {
-          const float4* src = parked + (r - 1) * kv_split_partial_f4<kHeadDim>() + ctid;
-          const float4 ml = src[kNTilesO * kConsumerThreads];
+          const float4* src =
+              cut ? cut_part_f4<kHeadDim>(args, w, r, ctid) : parked + (r - 1) * kv_split_partial_f4<kHeadDim>() + ctid;
+          const float4 ml = cut ? __ldcg(src + kNTilesO * kConsumerThreads) : src[kNTilesO * kConsumerThreads];
           const float other_max[2] = {ml.x, ml.y}, other_sum[2] = {ml.z, ml.w};
           float mine_mul[2], other_mul[2];
 #pragma unroll
@@ -273,16 +295,13 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
           }
 #pragma unroll
           for (int n = 0; n < kNTilesO; ++n) {
-            const float4 o = src[n * kConsumerThreads];
+            const float4 o = cut ? __ldcg(src + n * kConsumerThreads) : src[n * kConsumerThreads];
             o_acc[n][0] = o_acc[n][0] * mine_mul[0] + o.x * other_mul[0];
             o_acc[n][1] = o_acc[n][1] * mine_mul[0] + o.y * other_mul[0];
             o_acc[n][2] = o_acc[n][2] * mine_mul[1] + o.z * other_mul[1];
             o_acc[n][3] = o_acc[n][3] * mine_mul[1] + o.w * other_mul[1];
           }
         }
-      } else {
-        kv_split_hand_over<kHeadDim, T>(sm, w, tid, o_acc, row_max, row_sum);
-        return;  // the partial is rank 0's now
       }
     }
     write_output<kHeadDim, T>(args, w, out_ptr, warp_row0 + g, t4, pass_q0, rows_valid, o_acc, row_max, row_sum);

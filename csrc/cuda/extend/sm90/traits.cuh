@@ -150,6 +150,7 @@ constexpr int sm90_smem_bytes() {
          + 2 * Tr::kBlockN * 16                                        // row offset table, two tiles
          + (kFp8 ? 0 : 2 * Tr::kBlockN * 4)                            // page of each TMA box, two tiles
          + (2 * (Ring::kKSlots + Ring::kVSlots) + 3) * 8               // mbarriers
+         + 8                                                           // a cut item's "merge here" flag
          + 1024 - kSm90SmemDeclaredAlign;                              // room to align the tiles to 1024 B
 }
 // An instantiation fits an SM's 227 KB: the fp8 one with its staging tiles beside the ring (every
@@ -211,6 +212,7 @@ struct Sm90Smem {
   uint64_t* q_full;       // Q is in place
   uint64_t* q_empty;      // every S GEMM of the pass has completed: Q may be overwritten
   uint64_t* merge_arrived;  // rank 0: every other rank's partials are in place
+  int* cut_merge;           // a cut item's part: 1 when this CTA is the last of its parts (it merges)
 };
 
 // Which work items (extend tile, head group) a CTA serves, in order. A KV-split launch: one item
@@ -218,7 +220,9 @@ struct Sm90Smem {
 // one per item) and CTA c serves items r * ctas + (r even ? c : ctas - 1 - c), r = 0, 1, ...:
 // the items come costliest first (the plan's tile order, head groups innermost), so dealing them
 // out in alternating directions ("snake") evens the CTAs' loads (the planner's estimate,
-// step_cost.h, deals them the same way). With one CTA per item, CTA c serves item c only.
+// step_cost.h, deals them the same way). With one CTA per item, CTA c serves item c only. A
+// plan with cut items deals units the same way (the whole items, then each cut item's parts:
+// sm90_work, kernel.cuh).
 // The CTA's index and the launch's size come from blockIdx / gridDim at each call rather than
 // registers: the consumers have none to spare across their main loop.
 struct Sm90Schedule {
@@ -232,10 +236,13 @@ struct Sm90Schedule {
   }
 };
 
-// The CTA's work: one (extend tile, group of `pack` q heads) and, under a KV split, its rank.
+// The CTA's work: one (extend tile, group of `pack` q heads) and, under a KV split or for a cut
+// item, which share of its K/V tiles.
 struct Sm90Work {
-  int split_rank;  // = %cluster_ctarank for a 1-D cluster of kv_splits
-  int kv_splits;   // CTAs (one cluster) sharing the query tile; each covers a share of its K/V tiles
+  int split_rank;  // = %cluster_ctarank for a 1-D cluster of kv_splits; a cut item's part
+  int kv_splits;   // CTAs (one cluster) sharing the query tile, or a cut item's parts; each covers
+                   // a share of its K/V tiles
+  int cut;         // a cut item's index (its counter, its parts' arena slots), or -1
   int pack;        // q heads packed into the query rows (row = query * pack + head)
   int q_head0;     // first q head of the group
   int kv_head;
