@@ -39,9 +39,9 @@ __device__ __forceinline__ float4* cut_part_f4(const ExtendArgs& args, const Sm9
 // (__threadfence, then the consumer barrier, then one thread's atomic); the last unit's fence
 // after the count orders the parts' loads after every other part's stores.
 template <int kHeadDim, typename T>
-__device__ __forceinline__ bool cut_part_done(const ExtendArgs& args, const Sm90Smem<T>& sm, const Sm90Work& w,
-                                              int tid, const float (&o_acc)[kHeadDim / 8][4],
-                                              const float (&row_max)[2], const float (&row_sum)[2]) {
+__device__ __forceinline__ bool cut_part_done(const ExtendArgs& args, const Sm90Smem<T>& sm, const Sm90Work& w, int tid,
+                                              const float (&o_acc)[kHeadDim / 8][4], const float (&row_max)[2],
+                                              const float (&row_sum)[2]) {
   using Tr = Sm90Traits<kHeadDim>;
   constexpr int kNTilesO = kHeadDim / 8;
   constexpr int kConsumerThreads = 128 * Tr::kConsumerWGs;
