@@ -87,7 +87,10 @@ ROW_HELP = {
 PARTITION_SMS = (8, 16, 24, 32, 40, 48)
 ROW_HELP.update({f"ma_part{k}": f"mixed_attn, extend persistent on all SMs but {k} + decode on a second stream "
                  f"(planned for {k} SMs)" for k in PARTITION_SMS})
-OPT_IN_ROWS = [f"ma_part{k}" for k in PARTITION_SMS]
+# Programmatic dependent launches (the policy's default on compute capability 9.0+) against
+# ordinary ones, same process (opt-in row, --rows ma_split,ma_split_nopdl).
+ROW_HELP["ma_split_nopdl"] = "mixed_attn split dispatch, ordinary launches (pdl=False)"
+OPT_IN_ROWS = [f"ma_part{k}" for k in PARTITION_SMS] + ["ma_split_nopdl"]
 # FlashInfer's whole-step rows: the fastest measured one is "FI best" in the summary.
 FI_WHOLE_STEP_ROWS = ["fi_split", "fi_fa2_all", "fi_batchattn"]
 # Rows that time only part of the step: their %floor is against that part's own floor.
@@ -157,14 +160,14 @@ def _wrapper(ctx, st, mode, **policy):
     return w
 
 
-def build_ma(ctx, step, mode, part=None, graph=False):
+def build_ma(ctx, step, mode, part=None, graph=False, **policy):
     if ctx.ma is None:
         raise C.NotAvailable(ctx.ma_reason)
     if step.device.type == "cuda" and not ctx.ma.has_cuda_kernels():
         raise C.NotAvailable("this build of _C.so has no CUDA kernels")
     st, rng = _part(step, part)
     # Graph rows: a graph-safe plan (forward refuses to capture a normal one), bucket = the step.
-    w = _wrapper(ctx, st, mode, **(dict(cuda_graph=True) if graph else {}))
+    w = _wrapper(ctx, st, mode, **(dict(cuda_graph=True) if graph else {}), **policy)
     out = torch.full_like(st.q, float("nan"))
 
     def fn():
@@ -408,6 +411,7 @@ def build_flashinfer_batch_attention(fi, step):
 def builders(ctx):
     return {
         "ma_split": (lambda s: build_ma(ctx, s, "split"), False),
+        "ma_split_nopdl": (lambda s: build_ma(ctx, s, "split", pdl=False), False),
         "ma_split[g]": (lambda s: build_ma(ctx, s, "split", graph=True), True),
         "ma_fold": (lambda s: build_ma(ctx, s, "fold"), False),
         "ma_fold[g]": (lambda s: build_ma(ctx, s, "fold", graph=True), True),
@@ -668,7 +672,8 @@ def _us(v):
 # Summary, markdown, plot
 # ---------------------------------------------------------------------------------------------
 
-SUMMARY_ROWS = ["ma_split", "ma_split[g]", "ma_fold", "ma_auto", "ma_ext", "ma_dec", "ma_2s_dec1", "ma_2s_ext1",
+SUMMARY_ROWS = ["ma_split", "ma_split_nopdl", "ma_split[g]", "ma_fold", "ma_auto", "ma_ext", "ma_dec", "ma_2s_dec1",
+                "ma_2s_ext1",
                 "tri_split", "tri_fold",
                 "torch_sdpa", "torch_batched", "fi_fa2_all", "fi_split", "fi_batchattn"]
 

@@ -70,6 +70,26 @@ def test_other_gpus_take_the_mma_kernel_and_fp8_caches_the_sm90_one():
             assert p["kernel"] == 2 and p["rows"] == rows and p["tma"] == 0
 
 
+def test_programmatic_dependent_launches_on_cuda_9_0_and_newer():
+    # The decode launches as the extend's programmatic dependent beside the sm_90a extend (compute
+    # capability 9.0, CUDA), on request on other CUDA GPUs of 9.0+; the plan records it; pdl=0 turns
+    # it off; pdl=1 below 9.0 is an error.
+    assert field(plan(H200, [300, 1], [100, 5000]), "pdl") == 1
+    assert field(plan(H200, [300, 1], [100, 5000], pdl=0), "pdl") == 0
+    assert field(plan(H200, [300, 1], [100, 5000], extend_kernel=1), "pdl") == 0  # the mma.sync extend
+    assert field(plan(H200, [300, 1], [100, 5000], extend_kernel=1, pdl=1), "pdl") == 1
+    blackwell = dict(H200, device_arch=100, device_sm90_extend=0)
+    assert field(plan(blackwell, [300, 1], [100, 5000]), "pdl") == 0
+    assert field(plan(blackwell, [300, 1], [100, 5000], pdl=1), "pdl") == 1
+    for dev in (A100, MI300):
+        assert field(plan(dev, [300, 1], [100, 5000]), "pdl") == 0
+        with pytest.raises(RuntimeError, match="pdl=1 needs a CUDA GPU of compute capability 9.0"):
+            policy(dev, pdl=1)
+    assert field(plan({}, [300, 1], [100, 5000]), "pdl") == 0  # the CPU plan
+    with pytest.raises(RuntimeError, match="pdl must be in"):
+        policy(H200, pdl=2)
+
+
 def test_hip_shapes_and_portable_decode():
     p = policy(MI300, d=128)
     assert p["kernel"] == 1 and p["rows"] == 64 and p["decode"] == 2

@@ -23,6 +23,12 @@ const char* launch_decode(const DecodeParams& p, void* stream);
 // the plan recorded. No-op when plan.num_extend_tiles == 0.
 const char* launch_extend(const ExtendParams& p, void* stream);
 
+// Whether launch_extend launches a grid for these params (graph-safe plans: the bucket's tiles).
+inline bool extend_launches(const ExtendParams& p) {
+  const PlanView& v = p.attn.plan;
+  return (v.maybe_counts != nullptr ? v.graph_max_tiles : v.num_extend_tiles) > 0;
+}
+
 // Describes GPU `device` (-1: the current one) for the launch policy: compute
 // capability, SMs, whether this build holds the sm_90a kernels, whether the
 // driver can encode TMA maps. Queried on the host; the caller caches it.

@@ -115,6 +115,16 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
     return cat("extend_persistent=1 needs the sm90 extend kernel (kernel ", extend_kernel_name(p.extend_kernel), ")");
   p.extend_persistent = p.extend_kernel == ExtendKernel::kSm90 && req.extend_persistent != 0;
   p.extend_persistent_fixed = p.extend_persistent && req.extend_persistent == 1;
+  // Programmatic dependent launches (compute capability 9.0+, CUDA): the decode's stage 1 starts on
+  // the SMs the extend's last CTAs leave idle, the merge's launch overlaps stage 1's last wave.
+  // By default only beside the sm_90a extend, whose CTA fills an SM (registers), so no decode CTA
+  // starts beside a running one; the mma.sync kernel's smaller CTAs (GPUs past 9.0) could share
+  // an SM with decode CTAs, which slowed both when measured on the H200 (session 12): on request.
+  if (req.pdl < -1 || req.pdl > 1) return cat("pdl must be -1 (policy), 0 or 1, got ", req.pdl);
+  const bool pdl_fits = dev.kind == DeviceKind::kCuda && dev.arch >= 90;
+  if (req.pdl == 1 && !pdl_fits)
+    return cat("pdl=1 needs a CUDA GPU of compute capability 9.0 or newer (device arch ", dev.arch, ")");
+  p.pdl = pdl_fits && (req.pdl == 1 || (req.pdl == -1 && p.extend_kernel == ExtendKernel::kSm90));
   if (req.extend_tile_tokens < 0) return cat("extend_tile_tokens must be >= 0, got ", req.extend_tile_tokens);
   if (req.extend_tile_tokens > 0) p.extend_tile_tokens = req.extend_tile_tokens;
   if (req.extend_kv_splits < 0) return cat("extend_kv_splits must be >= 0, got ", req.extend_kv_splits);

@@ -682,6 +682,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   info[kPlanDecodeMaxQ] = launch_q;
   info[kPlanDecodeMaxQPolicy] = policy.decode_max_q;
   info[kPlanDecodeCtaBlocks] = cta_blocks;
+  info[kPlanPdl] = policy.pdl ? 1 : 0;
 
   // 5. Fill the buffer (only now: a rejected plan writes nothing).
   int32_t* m = meta_out;
@@ -737,6 +738,7 @@ PlanView plan_view(const int64_t* info, const int32_t* meta) {
   v.decode_kernel = int32_t(info[kPlanDecodeKernel]);
   v.decode_max_q = int32_t(info[kPlanDecodeMaxQ]);
   v.decode_cta_blocks = int32_t(info[kPlanDecodeCtaBlocks]);
+  v.pdl = int32_t(info[kPlanPdl]);
   const bool graph = info[kPlanGraphSafe] != 0;
   v.maybe_counts = graph ? meta + info[kPlanOffCounts] : nullptr;
   v.graph_max_rows = int32_t(info[kPlanGraphMaxRows]);
@@ -756,7 +758,7 @@ const char* const* plan_config_field_names() {
       "device_tma_encoder", "device_hip_mfma", "extend_kernel", "decode_kernel", "extend_kv_splits", "extend_tma",
       "extend_tile_tokens", "graph_safe", "graph_max_rows", "graph_max_tokens",
       "graph_max_extend_tokens", "graph_max_partials", "graph_max_kv_pages", "decode_max_q",
-      "extend_persistent", "extend_item_parts", nullptr};
+      "extend_persistent", "extend_item_parts", "pdl", nullptr};
   // clang-format on
   return names;
 }
@@ -774,7 +776,7 @@ const char* const* plan_info_field_names() {
       "extend_block_rows", "extend_kv_splits", "extend_tma", "decode_kernel", "off_counts", "kv_fp8", "graph_safe",
       "graph_max_rows", "graph_max_tokens", "graph_max_tiles", "graph_max_partials", "decode_max_q",
       "decode_max_q_policy", "decode_cta_blocks", "mode_requested", "est_split_ns", "est_fold_ns", "extend_ctas",
-      "extend_cut_items", "extend_item_parts", "extend_cut_slot0", "off_extend_cut_counters", nullptr};
+      "extend_cut_items", "extend_item_parts", "extend_cut_slot0", "off_extend_cut_counters", "pdl", nullptr};
   // clang-format on
   return names;
 }
@@ -792,7 +794,7 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
   for (auto e : {in(kCfgMode, 0, 2), in(kCfgDeterministic, 0, 1), in(kCfgKvFp8, 0, 1), in(kCfgDeviceKind, 0, 2),
                  in(kCfgDeviceSm90Extend, 0, 1), in(kCfgDeviceTmaEncoder, 0, 1), in(kCfgDeviceHipMfma, 0, 1),
                  in(kCfgExtendKernel, 0, 3), in(kCfgDecodeKernel, 0, 4), in(kCfgExtendTma, -1, 1),
-                 in(kCfgExtendPersistent, -1, 1), in(kCfgExtendItemParts, -1, kExtendMaxItemParts),
+                 in(kCfgExtendPersistent, -1, 1), in(kCfgExtendItemParts, -1, kExtendMaxItemParts), in(kCfgPdl, -1, 1),
                  in(kCfgGraphSafe, 0, 1), in(kCfgWindowLeft, -1, INT32_MAX)})
     if (!e.empty()) return e;
   PlanConfig& c = *cfg;
@@ -828,6 +830,7 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
   c.request.decode_max_q = int32_t(v[kCfgDecodeMaxQ]);
   c.request.extend_persistent = int32_t(v[kCfgExtendPersistent]);
   c.request.extend_item_parts = int32_t(v[kCfgExtendItemParts]);
+  c.request.pdl = int32_t(v[kCfgPdl]);
   return {};
 }
 

@@ -42,6 +42,9 @@ void forward_cuda(const at::Tensor& q, const std::optional<at::Tensor>& k, const
               "this build has no kernels for float8_e4m3fn caches (built with MIXED_ATTN_FP8=OFF)");
   if (L.save_kv) check_launch("KV save", gpu::launch_save_kv(L.save, stream));
   check_launch("extend kernel", gpu::launch_extend(L.extend, stream));
+  // Whether the extend launched a grid just now: only then may the decode's stage 1 be its
+  // programmatic dependent (after a KV save it must wait for the cache; cuda/common/pdl.cuh).
+  L.decode.follows_extend = gpu::extend_launches(L.extend) ? 1 : 0;
   check_launch("decode kernel", gpu::launch_decode(L.decode, stream));
 }
 

@@ -13,6 +13,7 @@ launchers never read the environment. The README has the same table.
 | MIXED_ATTN_EXTEND_TMA | auto / 0 / 1 | auto | default of extend_tma= |
 | MIXED_ATTN_EXTEND_PERSISTENT | auto / 0 / 1 | auto | default of extend_persistent= |
 | MIXED_ATTN_EXTEND_ITEM_PARTS | auto / 1..4 | auto | default of extend_item_parts= (1: never cut) |
+| MIXED_ATTN_PDL | auto / 0 / 1 | auto | default of pdl= |
 | MIXED_ATTN_TRANSFORMERS_ANY_VERSION | 0 / 1 | 0 | 1 lets the transformers adapter run on an unsupported version |
 """
 
@@ -49,10 +50,11 @@ EXTEND_TMA = _auto_or_flag("MIXED_ATTN_EXTEND_TMA")
 EXTEND_PERSISTENT = _auto_or_flag("MIXED_ATTN_EXTEND_PERSISTENT")
 _parts = _read("MIXED_ATTN_EXTEND_ITEM_PARTS", "auto", {"auto", "1", "2", "3", "4"})
 EXTEND_ITEM_PARTS = -1 if _parts == "auto" else int(_parts)
+PDL = _auto_or_flag("MIXED_ATTN_PDL")
 
 TRANSFORMERS_ANY_VERSION = _read("MIXED_ATTN_TRANSFORMERS_ANY_VERSION", "0", {"0", "1"}) == "1"
 
 # Names a README table and tests can check against.
 VARIABLES = ("MIXED_ATTN_MODE", "MIXED_ATTN_SPLIT_DISPATCH", "MIXED_ATTN_EXTEND_KERNEL", "MIXED_ATTN_DECODE_KERNEL",
              "MIXED_ATTN_EXTEND_KV_SPLITS", "MIXED_ATTN_EXTEND_TMA", "MIXED_ATTN_EXTEND_PERSISTENT",
-             "MIXED_ATTN_EXTEND_ITEM_PARTS", "MIXED_ATTN_TRANSFORMERS_ANY_VERSION")
+             "MIXED_ATTN_EXTEND_ITEM_PARTS", "MIXED_ATTN_PDL", "MIXED_ATTN_TRANSFORMERS_ANY_VERSION")

@@ -26,7 +26,7 @@ CONFIG_DEFAULTS = dict(window_left=-1, mode=MODE_SPLIT, deterministic=0, fixed_s
                        extend_kernel=0, decode_kernel=0, extend_kv_splits=0, extend_tma=-1,
                        extend_tile_tokens=0, graph_safe=0, graph_max_rows=0, graph_max_tokens=0,
                        graph_max_extend_tokens=0, graph_max_partials=0, graph_max_kv_pages=0,
-                       decode_max_q=0, extend_persistent=-1, extend_item_parts=-1)
+                       decode_max_q=0, extend_persistent=-1, extend_item_parts=-1, pdl=-1)
 
 _device_descs = {}
 
@@ -74,6 +74,7 @@ def launch_summary(info):
         "decode_kernel": DECODE_KERNEL_NAMES[field(info, "decode_kernel")],
         "max_decode_splits": field(info, "max_splits"),
         "decode_max_q": field(info, "decode_max_q_policy"),
+        "pdl": bool(field(info, "pdl")),
         "mode": MODE_NAMES[field(info, "mode")],
         "mode_requested": MODE_NAMES[field(info, "mode_requested")],
         "est_split_us": field(info, "est_split_ns") / 1000.0,

@@ -116,6 +116,11 @@ class MixedAttention:
             tile, causal among the row's own tokens; longer rows on the extend kernel. 0 (the
             default) lets the launch policy choose from the group size (`launch_policy`); 1
             sends only one-token rows to the decode kernels; at most 16.
+        pdl: None (policy: beside the sm_90a extend kernel), False or True (CUDA GPUs of compute
+            capability 9.0+; an error below): the decode's stage 1 launches as the programmatic
+            dependent of the extend kernel (its CTAs take the SMs the extend's last CTAs leave
+            idle) and the merge as stage 1's (programmatic dependent launch;
+            csrc/cuda/common/pdl.cuh).
         The six policy overrides default to the MIXED_ATTN_* variables of mixed_attn/env.py. Every launch
         decision is made by the planner and recorded in the plan (`launch_policy`, and per
         step `plan_launch`); an override the device cannot honour is an error here.
@@ -127,7 +132,8 @@ class MixedAttention:
                  max_splits_per_row=32, fixed_split_tokens=2048, num_sms=None, validate=False,
                  min_split_tokens=256, ctas_per_sm=2, extend_backend=None, decode_backend=None,
                  extend_kv_splits=None, extend_tma=None, cuda_graph=False, extend_persistent=None,
-                 max_extend_tokens=None, max_partials=None, decode_max_q=0, extend_item_parts=None):
+                 max_extend_tokens=None, max_partials=None, decode_max_q=0, extend_item_parts=None,
+                 pdl=None):
         if mode is None:
             mode = _env.MODE
         if mode not in _MODES:
@@ -166,6 +172,8 @@ class MixedAttention:
             extend_persistent = _env.EXTEND_PERSISTENT
         if extend_item_parts is None:
             extend_item_parts = _env.EXTEND_ITEM_PARTS
+        if pdl is None:
+            pdl = _env.PDL
         # The CPU implementation has no kernel families: "auto" there.
         on_cpu = self.device.type == "cpu"
         self._config = _pi.make_config(
@@ -177,7 +185,7 @@ class MixedAttention:
             extend_kernel=0 if on_cpu else _choice(extend_backend, _env.EXTEND_KERNELS, "extend_backend"),
             decode_kernel=0 if on_cpu else _choice(decode_backend, _env.DECODE_KERNELS, "decode_backend"),
             extend_kv_splits=extend_kv_splits, extend_tma=int(extend_tma), decode_max_q=int(decode_max_q),
-            extend_persistent=int(extend_persistent), extend_item_parts=int(extend_item_parts),
+            extend_persistent=int(extend_persistent), extend_item_parts=int(extend_item_parts), pdl=int(pdl),
             **self._graph_fields(cuda_graph, max_batch, max_tokens, max_extend_tokens, max_partials))
         self.cuda_graph = bool(cuda_graph)
         self.num_sms = self._config[_pi.CONFIG_INDEX["num_sms"]]

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "cuda/common/math.cuh"
+#include "cuda/common/pdl.cuh"
 #include "cuda/common/softmax.cuh"
 #include "mixed_attn/compat.h"
 #include "mixed_attn/params.h"
@@ -169,6 +170,7 @@ template <int D, typename OutT>
 __global__ void decode_merge_kernel(const DecodeParams p) {
   constexpr int kVec = D / kWarpSize;  // floats per lane
   static_assert(kVec >= 1, "head_dim must be at least the warp width");
+  pdl_wait_for_prerequisite();  // stage 1's partials (a programmatic launch starts before they are all written)
   const AttentionCommon& a = p.attn;
   const int warps = blockDim.x / kWarpSize;
   const int item = blockIdx.x * warps + threadIdx.x / kWarpSize;

@@ -5,6 +5,7 @@
 // Included by one decode/instantiate_hd*.cu per head dim so the builds run in parallel.
 #pragma once
 #include "cuda/build_variants.h"
+#include "cuda/common/pdl.cuh"
 #include "cuda/common/smem_optin.h"
 #include "cuda/decode/common.cuh"
 #include "cuda/decode/stage1_narrow.cuh"
@@ -27,8 +28,10 @@ const char* launch_stage1(int smem_bytes, int threads, dim3 grid, const DecodePa
 #if (defined(MA_DECODE_MIN_CTAS_PER_SM) || defined(MA_DECODE_NARROW_MAXNREG)) && defined(MA_CUDA)
   lab_prefer_max_smem_carveout(reinterpret_cast<const void*>(kKernel));  // so a decode CTA fits beside an extend CTA
 #endif
-  kKernel<<<grid, threads, smem_bytes, stream>>>(p, c);
-  return nullptr;
+  // Stage 1 reads only what the KV save wrote, which completed before the extend started: as the
+  // extend's programmatic dependent it needs no wait (cuda/common/pdl.cuh).
+  const bool programmatic = p.attn.plan.pdl != 0 && p.follows_extend != 0;
+  return launch_maybe_programmatic(kKernel, grid, dim3(threads), smem_bytes, stream, programmatic, p, c);
 }
 
 #if defined(MA_CUDA)
@@ -117,8 +120,15 @@ const char* launch_decode_head_dim(const DecodeParams& p, DecodeKernel kernel, g
     constexpr int kWarpsPerBlock = 4;
     const int items = (graph ? a.plan.graph_max_rows : a.plan.num_decode_rows) * a.num_qo_heads;
     const dim3 merge_grid((items + kWarpsPerBlock - 1) / kWarpsPerBlock);
-    if (bf16) decode_merge_kernel<D, ma_bf16><<<merge_grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(p);
-    else decode_merge_kernel<D, ma_half><<<merge_grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(p);
+    // As stage 1's programmatic dependent the merge launches during stage 1's last wave and
+    // waits for it (griddepcontrol.wait) before its first read.
+    const bool programmatic = p.attn.plan.pdl != 0;
+    const dim3 block(kWarpsPerBlock * kWarpSize);
+    err =
+        bf16
+            ? launch_maybe_programmatic(decode_merge_kernel<D, ma_bf16>, merge_grid, block, 0, stream, programmatic, p)
+            : launch_maybe_programmatic(decode_merge_kernel<D, ma_half>, merge_grid, block, 0, stream, programmatic, p);
+    if (err != nullptr) return err;
   }
   MA_RETURN_LAUNCH_STATUS();
 }

@@ -80,6 +80,7 @@ __global__ void MA_DECODE_NARROW_BOUNDS(NarrowTraits<D, kFp8>::kThreads)
   __shared__ float part_m[Tr::kWarps][Tr::kPairs];
   __shared__ float part_l[Tr::kWarps][Tr::kPairs];
   const AttentionCommon& a = p.attn;
+  pdl_allow_dependents();  // the merge may launch now; it waits for this grid before reading
   SplitView sv;
   if (!load_split_view(a, blockIdx.x, blockIdx.z, sv)) return;
   const int kv_head = blockIdx.y / c.row_blocks;

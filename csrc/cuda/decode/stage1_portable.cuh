@@ -44,6 +44,7 @@ __global__ void __launch_bounds__(kPortableThreads)
   __shared__ int64_t k_off_s[kPortableThreads];
   __shared__ int64_t v_off_s[kPortableThreads];
   __shared__ float red[kPortableThreads];
+  pdl_allow_dependents();  // the merge may launch now; it waits for this grid before reading
 
   const AttentionCommon& a = p.attn;
   SplitView sv;

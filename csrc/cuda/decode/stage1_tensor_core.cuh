@@ -376,6 +376,7 @@ __global__ void MA_DECODE_TC_BOUNDS(TcTraits<D, kFp8, kBlocks>::kThreads)
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float part_m[Tr::kWarps][16];
   __shared__ float part_l[Tr::kWarps][16];
+  pdl_allow_dependents();  // the merge may launch now; it waits for this grid before reading
   SplitView sv;
   if (!load_split_view(p.attn, blockIdx.x, blockIdx.z, sv)) return;
   const int kv_head = blockIdx.y / c.row_blocks;

@@ -55,7 +55,7 @@ const char* dispatch_head_dim(const ExtendParams& p, bool fp8, gpuStream_t strea
 const char* launch_extend(const ExtendParams& p, void* stream) {
   const AttentionCommon& a = p.attn;
   // Graph-safe plans launch over the bucket's tiles (the kernels read the step's count).
-  if ((a.plan.maybe_counts != nullptr ? a.plan.graph_max_tiles : a.plan.num_extend_tiles) == 0) return nullptr;
+  if (!extend_launches(p)) return nullptr;
   if (a.num_kv_heads < 1 || a.num_qo_heads % a.num_kv_heads != 0)
     return "extend: num_qo_heads must be a positive multiple of num_kv_heads";
   if (a.plan.extend_tile_tokens < 1) return "extend: plan.extend_tile_tokens must be >= 1";

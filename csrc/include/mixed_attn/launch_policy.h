@@ -66,6 +66,8 @@ struct LaunchRequest {
                                    // sm_90a launch into 2..kExtendMaxItemParts parts where its
                                    // estimate finds that faster); 1: never; N in 2..4: every item of
                                    // the launch in N parts (a persistent launch; tests, benchmarks)
+  int32_t pdl = -1;                // -1: policy; 0: ordinary launches; 1: the decode launches as
+                                   // programmatic dependents (an error below compute capability 9.0)
 };
 
 // Most parts an item of a persistent sm_90a launch is cut into (each part parks a partial of
@@ -91,6 +93,8 @@ struct LaunchPolicy {
                                          // all fit the narrow kernel (launch pairs <= 8) runs it
   int32_t decode_max_q = 1;         // rows of up to this many new tokens go to the split-KV decode
                                     // (default: kDecodeDefaultPairs / group, benchmarks/RESULTS.md)
+  bool pdl = false;                 // CUDA cc >= 9.0: decode stage 1 launches as the extend's
+                                    // programmatic dependent, the merge as stage 1's (cuda/common/pdl.cuh)
 };
 
 // Largest divisor of the GQA group that fits in `rows`: the q heads packed

@@ -63,6 +63,7 @@ struct PlanView {
   int32_t decode_kernel;               // DecodeKernel
   int32_t decode_max_q;                // no decode row of the launch has more query tokens (>= 1)
   int32_t decode_cta_blocks;           // 16-pair MMA blocks per decode CTA (1, 2 or 4)
+  int32_t pdl;                         // 1: the decode launches as programmatic dependents (cuda/common/pdl.cuh)
   // Graph-safe plans (MixedAttention(cuda_graph=True)): the launch geometry is the bucket's,
   // fixed when the wrapper is built; kernels read the step's counts from maybe_counts and
   // CTAs past them exit. Null (and the graph_* fields 0) otherwise: counts are the ints above.
@@ -138,6 +139,8 @@ struct DecodeParams {
   AttentionCommon attn;
   float* partial_out;        // [num_partials, Hq, D] fp32 arena slice
   float* partial_lse;        // [num_partials, Hq] fp32 arena slice; -inf = no key
+  int32_t follows_extend;    // 1: the op layer launched the extend kernel just before, on the same
+                             // stream (with plan.pdl, stage 1 launches as its programmatic dependent)
 };
 
 }  // namespace mixed_attn

@@ -85,6 +85,7 @@ enum PlanConfigField : int32_t {
   kCfgDecodeMaxQ,
   kCfgExtendPersistent,
   kCfgExtendItemParts,
+  kCfgPdl,
   kCfgNumFields
 };
 
@@ -158,6 +159,7 @@ enum PlanInfoField : int32_t {
   kPlanExtendItemParts,    // ... of this many parts each (1: none)
   kPlanExtendCutSlot0,     // first arena slot of the parts' partials (after the decode partials)
   kPlanOffExtendCutCounters,  // [cut items] int32 counters of each cut item's finished parts (0)
+  kPlanPdl,                // 1: the decode launches as programmatic dependents (cuda/common/pdl.cuh)
   kPlanNumFields
 };
 constexpr int64_t kPlanMagicValue = 0x6d69786564;  // "mixed"

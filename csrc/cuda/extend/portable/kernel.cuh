@@ -41,6 +41,7 @@
 
 #include "cuda/common/fp8.cuh"
 #include "cuda/common/math.cuh"
+#include "cuda/common/pdl.cuh"
 #include "cuda/common/smem_optin.h"
 #include "cuda/common/softmax.cuh"
 #include "cuda/extend/args.cuh"
@@ -237,6 +238,7 @@ template <int kHeadDim, typename T, bool kFp8>
 __global__ void __launch_bounds__((ExtendTraits<kHeadDim>::kWarps * kWarpSize), 1)
     extend_kernel(const ExtendArgs args) {
 #if MA_EXTEND_HAS_MMA
+  pdl_allow_dependents();  // a decode stage 1 launched after it may take the SMs its last CTAs leave
   using Tr = ExtendTraits<kHeadDim>;
   constexpr int D = kHeadDim;
   constexpr int kWarps = Tr::kWarps;

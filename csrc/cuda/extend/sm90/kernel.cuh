@@ -34,6 +34,7 @@
 #pragma once
 #include <cstdint>
 
+#include "cuda/common/pdl.cuh"
 #include "cuda/common/plan_counts.cuh"
 #include "cuda/extend/args.cuh"
 #include "cuda/extend/sm90/epilogue.cuh"
@@ -94,6 +95,8 @@ template <int kHeadDim, typename T, bool kTma, bool kFp8>
 __global__ void MA_SM90_KERNEL_BOUNDS(kHeadDim)
     extend_sm90_kernel(const ExtendArgs args, const int kv_splits, const MA_GRID_CONSTANT Sm90TmaMaps maps) {
 #if MA_EXTEND_HAS_WGMMA
+  // A decode stage 1 launched after it (PlanView::pdl) may take the SMs its last CTAs leave idle.
+  pdl_allow_dependents();
   using Tr = Sm90Traits<kHeadDim>;
   constexpr int D = kHeadDim;
   constexpr int BM = Tr::kBlockM;

@@ -1,0 +1,97 @@
+"""Programmatic dependent launches (csrc/cuda/common/pdl.cuh): the decode's stage 1 launched as the
+extend kernel's dependent, the merge as stage 1's. They change when kernels start, never what they
+compute: the bits must be those of ordinary launches, and the next kernel on the stream must see
+the whole step (the extend's rows included, though the decode may finish first)."""
+
+import pytest
+import torch
+
+import mixed_attn
+from helpers import assert_close_to_reference, run_op, run_reference
+from mixed_attn.plan_info import field
+from mixed_attn.testing import make_batch, poison_like
+
+FP8 = torch.float8_e4m3fn
+
+pytestmark = pytest.mark.skipif(
+    not (torch.cuda.is_available() and mixed_attn.has_cuda_kernels()),
+    reason="needs a CUDA GPU and a build with the CUDA kernels")
+
+
+def has_pdl():
+    return torch.cuda.get_device_capability() >= (9, 0)
+
+
+@pytest.mark.parametrize("page_size", [1, 16])
+@pytest.mark.parametrize("kv_dtype", [None, FP8], ids=["bf16", "fp8"])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_pdl_gives_the_bits_of_ordinary_launches(page_size, kv_dtype, head_dim):
+    if not has_pdl():
+        pytest.skip("programmatic dependent launch needs compute capability 9.0+")
+    # Extend rows (one long, one short), decode rows that split (long prefixes: the merge runs)
+    # and some that do not, a verify row, in mixed order.
+    ext = [1, 700, 1, 3, 1, 37, 1]
+    pre = [9000, 300, 17, 2000, 30000, 0, 4100]
+    b = make_batch(ext, pre, num_qo_heads=8, num_kv_heads=2, head_dim=head_dim, page_size=page_size,
+                   kv_dtype=kv_dtype, device="cuda", seed=head_dim + page_size)
+    sinks = torch.randn(8, device="cuda")
+    opts = dict(window_left=-1, logit_cap=0.0, sinks=sinks, decode_max_q=4)
+    on = run_op(b, pdl=True, **opts)
+    off = run_op(b, pdl=False, **opts)
+    assert field(on[4].plan_info, "pdl") == 1 and field(off[4].plan_info, "pdl") == 0
+    assert field(on[4].plan_info, "max_splits") > 1, "a decode row must split (the merge runs)"
+    torch.cuda.synchronize()
+    assert torch.equal(on[0], off[0]) and torch.equal(on[1], off[1])
+    ref_out, ref_lse, _, _ = run_reference(b, sinks=sinks)
+    assert_close_to_reference(on[0], on[1], ref_out, ref_lse, torch.bfloat16, loose=3.0 if kv_dtype else 1.0)
+
+
+def test_the_next_kernel_sees_the_whole_step():
+    if not has_pdl():
+        pytest.skip("programmatic dependent launch needs compute capability 9.0+")
+    # A long extend (a persistent launch on every SM, ~1 ms) and a short, split decode half: with
+    # PDL the decode's kernels may finish long before the extend. A kernel enqueued after the step
+    # (an ordinary launch: the clone) must still see every row written.
+    geo = dict(num_qo_heads=32, num_kv_heads=8, head_dim=128, page_size=16)
+    b = make_batch([4096] + [1] * 4, [4096] + [20000] * 4, **geo, device="cuda", seed=5)
+    for _ in range(3):
+        out, lse, _, _, w = run_op(b, pdl=True)  # run_op enqueues; nothing synchronises yet
+        out_next, lse_next = out.clone(), lse.clone()
+        torch.cuda.synchronize()
+        assert field(w.plan_info, "pdl") == 1 and field(w.plan_info, "max_splits") > 1
+        assert not torch.isnan(out_next).any() and not torch.isnan(lse_next).any(), "the next kernel ran early"
+        assert torch.equal(out_next, out) and torch.equal(lse_next, lse)
+
+
+def test_pdl_steps_capture_and_replay():
+    if not has_pdl():
+        pytest.skip("programmatic dependent launch needs compute capability 9.0+")
+    geo = dict(num_qo_heads=16, num_kv_heads=2, head_dim=128, page_size=16)
+    b = make_batch([300, 1, 1, 2], [100, 9000, 40, 3000], **geo, device="cuda", seed=9)
+    w = mixed_attn.MixedAttention(16, 2, 128, 16, device="cuda", max_batch=8, max_tokens=b.q.shape[0],
+                                  cuda_graph=True, decode_max_q=4, pdl=True)
+    kc, vc = b.k_cache.clone(), b.v_cache.clone()
+    out = poison_like(b.q)
+    lse = torch.full((b.q.shape[0], 16), float("nan"), device="cuda")
+    w.plan(b.qo_indptr, b.kv_indptr, b.seq_lens)
+    assert field(w.plan_info, "pdl") == 1
+
+    def step():
+        w.run(b.q, kc, vc, b.kv_indices, k=b.k, v=b.v, out=out, lse=lse)
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        step()
+    torch.cuda.current_stream().wait_stream(s)
+    eager_out, eager_lse = out.clone(), lse.clone()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        step()
+    out.fill_(float("nan"))
+    lse.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, eager_out) and torch.equal(lse, eager_lse)
+    ref_out, ref_lse, _, _ = run_reference(b)
+    assert_close_to_reference(out, lse, ref_out, ref_lse, torch.bfloat16)
