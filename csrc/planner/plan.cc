@@ -576,8 +576,8 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
       int64_t k;
       int s;
       const double us = fastest_item_cut(tile_keys, Nt, head_groups, cfg.device.num_sms, key_us,
-                                         policy.extend_max_item_parts, room, &k, &s, &loads);
-      if (k > 0 && us * kCutMargin < extend_us) cut_items = k, item_parts = s, extend_us = us;
+                                         policy.extend_max_item_parts, room, extend_us, &k, &s, &loads);
+      if (k > 0) cut_items = k, item_parts = s, extend_us = us;
     }
     if (cut_items > 0) {
       extend_kv_splits = 1;

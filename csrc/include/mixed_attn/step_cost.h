@@ -181,26 +181,35 @@ double persistent_cut_us(const Keys& keys, int64_t n, int64_t head_groups, int n
   return e.us();
 }
 
-// The fastest cut of a persistent launch: `*cut` items in `*parts` parts (0 and 1: none), and its
-// estimate. Candidates: for each part count up to max_parts, the cuts that bring the units to
-// just past a whole number of rounds of num_sms (the balanced counts; a search over every cut
-// finds the same best within 0.1% on the shapes of docs/extend_work_balance.md).
+// The fastest cut of a persistent launch that beats `beat_us` (the best whole-item launch) by
+// kCutMargin: `*cut` items in `*parts` parts (0 and 1: none, when no cut does), and its estimate.
+// Candidates: for each part count up to max_parts, the cuts that bring the units to just past a
+// whole number of rounds of num_sms (the balanced counts; a search over every cut finds the same
+// best within 0.1% on the shapes of docs/extend_work_balance.md). No launch ends before its CTAs'
+// mean load (a cut only adds to the total: each part's fixed cost and merge), so a launch already
+// that close to it, and a candidate whose mean is past the best so far, are not dealt out.
 template <typename Keys>
 double fastest_item_cut(const Keys& keys, int64_t n, int64_t head_groups, int num_sms, double key_us, int max_parts,
-                        int64_t max_cut, int64_t* cut, int* parts, std::vector<double>* loads) {
+                        int64_t max_cut, double beat_us, int64_t* cut, int* parts, std::vector<double>* loads) {
   const int64_t items = n * head_groups, sms = num_sms < 1 ? 1 : num_sms;
   *cut = 0;
   *parts = 1;
-  double best = persistent_cut_us(keys, n, head_groups, num_sms, key_us, 0, 1, loads);
+  double load = 0.0;
+  for (int64_t i = 0; i < n; ++i) load += (kPersistentItemUs + key_us * double(keys(i))) * double(head_groups);
+  auto mean_us = [&](double total) { return kPersistentStartUs + total / double(sms); };
+  double best = beat_us / kCutMargin;  // a cut must estimate below this
+  if (mean_us(load) >= best) return beat_us;
   const int64_t rounds = ceil_div(items, sms);
   for (int s = 2; s <= max_parts; ++s)
     for (int64_t m = rounds; m < rounds + 4; ++m)
       for (int64_t k : {(m * sms - items) / (s - 1), ceil_div(m * sms - items, s - 1)}) {
         if (k < 1 || k > std::min(items, max_cut)) continue;
+        const double added = double(k) * ((s - 1) * kPersistentItemUs + s * kExtendPartMergeUs);
+        if (mean_us(load + added) >= best) continue;
         const double us = persistent_cut_us(keys, n, head_groups, num_sms, key_us, k, s, loads);
         if (us < best) best = us, *cut = k, *parts = s;
       }
-  return best;
+  return *cut > 0 ? best : beat_us;
 }
 
 // The decode half: its launches, `kv_bytes` of K/V over HBM, and `waves` waves of CTAs each
