@@ -617,8 +617,17 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
                          : dec_keys[j++];
     double fold_us = 0.0;
     bool fold_persistent;
-    launch_splits([&](int64_t i) { return int64_t(fold_keys[i]); }, int64_t(fold_keys.size()), &fold_us,
-                  &fold_persistent);
+    auto fold_tile_keys = [&](int64_t i) { return int64_t(fold_keys[i]); };
+    launch_splits(fold_tile_keys, int64_t(fold_keys.size()), &fold_us, &fold_persistent);
+    // The fold plan cuts items by the same rule (step 3c, in its own plan_step call).
+    if (policy.extend_max_item_parts > 1 && !policy.extend_item_parts_fixed && persistence != Persistence::kNever) {
+      thread_local std::vector<double> loads;
+      const int64_t fold_items = int64_t(fold_keys.size()) * head_groups;
+      int64_t k;
+      int s;
+      fold_us = fastest_item_cut(fold_tile_keys, int64_t(fold_keys.size()), head_groups, cfg.device.num_sms, key_us,
+                                 policy.extend_max_item_parts, fold_items, fold_us, &k, &s, &loads);
+    }
     est_fold_us = kStepFixedUs + fold_us;
     if (est_fold_us < est_split_us) {
       PlanConfig fold_cfg = cfg;
