@@ -12,7 +12,8 @@
 //   warpgroups 1.., the consumers (three at head dims 64/128, two at 256; 64 query rows
 //     each): the wgmma main loop, S = Q K^T, masks, online softmax, O += P V
 //     (mainloop.cuh); under a KV split the merge of the cluster's two partials through
-//     distributed shared memory (kv_split_merge.cuh); the normalisation and the output /
+//     distributed shared memory (kv_split_merge.cuh), and for a cut item's part the merge of its
+//     item's parts through the arena (cut_merge.cuh); the normalisation and the output /
 //     LSE stores (epilogue.cuh).
 // The producer gives registers back (setmaxnreg) so that the consumers hold
 // S, P and O without spilling. No __syncthreads in the main loop: full/empty
