@@ -81,25 +81,26 @@ def skip_forced_variant_it_cannot_serve(lib, page_size, hq, hkv, d, **fields):
     """The few_ctas variant forces the persistent launch, which only the sm_90a kernel has (the
     plan refuses it elsewhere); a config the policy sends to the mma.sync kernel is the "mma"
     variant's test. The tma variant forces TMA copies, which need the sm_90a kernel, pages of a
-    multiple of 16 slots and a 16-bit cache; the other configs are the other variants' tests."""
+    multiple of 16 slots and a 16-bit cache; the cut variants force cut items, which need the
+    sm_90a kernel's persistent launch and tiles of one pass; the other configs are the other
+    variants' tests."""
     if not isinstance(lib, OpExtend):
         return
-    if lib.request.get("extend_item_parts", 1) > 1:
-        cfg = make_config(lib.device, page_size, hq, hkv, d, **{**lib.request, **fields})
+    # A forced variant the launch policy refuses for this config (its error names the override).
+    for forced, refusal, reason in (
+            (lib.request.get("extend_item_parts", 1) > 1, "extend_item_parts=",
+             "cut items need the sm_90a kernel's persistent launch and tiles of one pass"),
+            (lib.request.get("extend_tma") == 1, "extend_tma=1 needs",
+             "TMA copies do not serve this config (page size, fp8 cache or kernel)")):
+        if not forced:
+            continue
         try:
-            torch.ops.mixed_attn.launch_policy(cfg)
+            torch.ops.mixed_attn.launch_policy(make_config(lib.device, page_size, hq, hkv, d,
+                                                           **{**lib.request, **fields}))
         except RuntimeError as e:
-            if "extend_item_parts=" not in str(e):
+            if refusal not in str(e):
                 raise
-            pytest.skip("cut items need the sm_90a kernel's persistent launch and tiles of one pass")
-    if lib.request.get("extend_tma") == 1:
-        cfg = make_config(lib.device, page_size, hq, hkv, d, **{**lib.request, **fields})
-        try:
-            torch.ops.mixed_attn.launch_policy(cfg)
-        except RuntimeError as e:
-            if "extend_tma=1 needs" not in str(e):
-                raise
-            pytest.skip("TMA copies do not serve this config (page size, fp8 cache or kernel)")
+            pytest.skip(reason)
     if lib.request.get("extend_persistent") != 1:
         return
     policy = {k: v for k, v in lib.request.items() if k != "extend_persistent"}
