@@ -175,3 +175,30 @@ def test_cache_dtype_must_match_the_plan(call, plan_fp8, cache):
                 v=call["v"].to(torch.bfloat16), k_cache=kc, v_cache=vc,
                 out=poison_like(call["q"].to(torch.bfloat16)), plan_meta=meta, plan_info=info)
     expect_rejected(args, r"but the plan was made for a")
+
+
+def test_a_plan_with_cut_items_needs_the_arena(call):
+    # A plan that cuts extend items (made for an H200: every item in 2 parts) parks the parts in
+    # the arena: run without one, it is refused before anything is written, naming the arena.
+    b = make_batch([1, 20, 1], [33, 5, 70], num_qo_heads=Hq, num_kv_heads=Hkv, head_dim=D,
+                   page_size=PAGE, seed=4)
+    h200 = dict(device_kind=1, device_arch=90, num_sms=132, device_sm90_extend=1, device_tma_encoder=1)
+    cfg = make_config("cpu", PAGE, Hq, Hkv, D, mode=1, extend_item_parts=2, **h200)
+    meta = torch.zeros(1 << 12, dtype=torch.int32)
+    qo, kv, sl = (torch.as_tensor(x, dtype=torch.int32) for x in (b.qo_indptr, b.kv_indptr, b.seq_lens))
+    info = torch.ops.mixed_attn.plan(qo, kv, sl, meta, cfg)
+    assert info[list(torch.ops.mixed_attn.plan_field_names("info")).index("extend_cut_items")] > 0
+    expect_rejected(call, r"cuts \d+ extend items into parts.*no arena", plan_meta=meta, plan_info=list(info),
+                    partial_out=None, partial_lse=None)
+
+
+def test_a_forced_cut_the_metadata_buffer_cannot_count_is_refused():
+    # extend_item_parts=N needs a counter per item in the metadata: a buffer sized without them
+    # (plan_meta_capacity's head_groups 0) is an error naming the fix, and the buffer is untouched.
+    h200 = dict(device_kind=1, device_arch=90, num_sms=132, device_sm90_extend=1, device_tma_encoder=1)
+    qo, kv, sl = (torch.tensor(x, dtype=torch.int32) for x in ([0, 1024], [0, 1088], [17408]))
+    cfg = make_config("cpu", 16, 32, 8, 128, mode=1, extend_item_parts=3, **h200)
+    meta = torch.full((torch.ops.mixed_attn.plan_meta_capacity(1, 1024, 48),), 7, dtype=torch.int32)
+    with pytest.raises(RuntimeError, match=r"extend_item_parts=3: the plan's 176 cut items need .*head_groups"):
+        torch.ops.mixed_attn.plan(qo, kv, sl, meta, cfg)
+    assert (meta == 7).all()

@@ -36,6 +36,20 @@ def test_auto_picks_the_measured_faster_mode(ext, pre, want, heads):
     assert est_split > 0 and est_fold > 0 and (est_fold < est_split) == (want == MODE_FOLD)
 
 
+def test_auto_estimates_the_fold_launch_with_its_cut_items():
+    # The fold plan cuts its launch's costliest items by the same rule as the split plan (plan.cc,
+    # step 3c), so mode auto's fold estimate is that of the cut launch: below the whole-item one
+    # on case B (a sixth item on 28 of 132 CTAs), equal where nothing is cut.
+    ext, pre = [4096] + [1] * 64, [4096] + [8191] * 64
+    cut = _mode(plan(H200, ext, pre, mode=MODE_AUTO))[3]
+    whole = _mode(plan(H200, ext, pre, mode=MODE_AUTO, extend_item_parts=1))[3]
+    assert cut < whole * 0.97
+    assert field(plan(H200, ext, pre, mode=MODE_FOLD), "extend_cut_items") > 0
+    ext, pre = [2048] + [1] * 8, [0] + [255] * 8  # short tiles: balanced already
+    assert _mode(plan(H200, ext, pre, mode=MODE_AUTO))[3] == _mode(plan(H200, ext, pre, mode=MODE_AUTO,
+                                                                       extend_item_parts=1))[3]
+
+
 def test_auto_plan_is_the_plan_of_the_chosen_mode():
     # The fold plan an auto step makes is the fold mode's plan, field for field (but the three
     # fields that record the request and the estimates).
