@@ -198,7 +198,7 @@ class OpExtend:
     def __init__(self, device="cuda"):
         self.device = torch.device(device)
         self.request = {}
-        self._arenas = {}
+        self._arena = None
 
     def _config(self, page_size, hq, hkv, d, **fields):
         from .plan_info import make_config
@@ -229,17 +229,17 @@ class OpExtend:
 
     def arena(self, info, q):
         """The arena slices a plan needs (plans with cut extend items park their parts there), or
-        (None, None); reused across runs of plans of the same size."""
+        (None, None): one arena, grown when a plan needs more."""
         from .plan_info import field
 
         slots = field(info, "num_partials")
         if slots == 0:
             return None, None
-        key = (slots, q.shape[1], q.shape[2], q.device)
-        if key not in self._arenas:
-            self._arenas[key] = (torch.empty(slots, q.shape[1], q.shape[2], dtype=torch.float32, device=q.device),
-                                 torch.empty(slots, q.shape[1], dtype=torch.float32, device=q.device))
-        return self._arenas[key]
+        a = self._arena
+        if a is None or a[0].shape[0] < slots or a[0].shape[1:] != q.shape[1:] or a[0].device != q.device:
+            self._arena = (torch.empty(slots, q.shape[1], q.shape[2], dtype=torch.float32, device=q.device),
+                           torch.empty(slots, q.shape[1], dtype=torch.float32, device=q.device))
+        return self._arena[0][:slots], self._arena[1][:slots]
 
     def run(self, info, meta, q, k_cache, v_cache, kv_indices, out, lse=None, sinks=None,
             sm_scale=None, logit_cap=0.0, window_left=-1, k_scale=1.0, v_scale=1.0, stream=None):
