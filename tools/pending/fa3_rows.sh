@@ -22,3 +22,8 @@ timeout 300 python3 benchmarks/bench_mixed.py --cases ${CASES:-A,B,C,D,E,F,H,L} 
   --rows ma_split,ma_split_nopdl,ma_ext,fi_split,fi_ext,fi_batchattn --markdown "$OUT/mixed.md" \
   > "$OUT/mixed.log" 2>&1
 grep -A16 "=== summary" "$OUT/mixed.log" | head -18
+# Page size 1 (sglang's default): issue 14 asks for page-1 B as well.
+timeout 120 python3 benchmarks/bench_mixed.py --cases B --page-size 1 \
+  --rows ma_split,ma_split_nopdl,ma_ext,fi_split,fi_ext,fi_batchattn --markdown "$OUT/mixed_p1.md" \
+  > "$OUT/mixed_p1.log" 2>&1
+grep -A6 "=== summary" "$OUT/mixed_p1.log" | head -8

@@ -21,6 +21,10 @@ struct ExtendArgs {
   float out_scale;      // v_scale
   float* cut_partials;  // sm_90a, a plan with cut items: the parts' partials (cut_merge.cuh) ...
   int* cut_counters;    // ... and each cut item's count of finished parts; else null
+#if MA_SM90_LAB_STREAM
+  int lab_stream_copies;       // lab probe (sm90/lab_stream.cuh): copies per K/V tile ...
+  uint32_t lab_stream_chunk_mask;  // ... from the K cache's first (mask + 1) chunks
+#endif
 };
 
 // Host side, both launchers: the arguments of a kernel whose CTAs hold kBlockM = block_rows query
@@ -35,6 +39,10 @@ inline ExtendArgs make_extend_args(const AttentionCommon& a, int block_rows, flo
   args.out_scale = v_scale;
   args.cut_partials = nullptr;
   args.cut_counters = nullptr;
+#if MA_SM90_LAB_STREAM
+  args.lab_stream_copies = 0;
+  args.lab_stream_chunk_mask = 0;
+#endif
   return args;
 }
 

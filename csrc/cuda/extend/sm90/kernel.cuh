@@ -132,6 +132,11 @@ __global__ void MA_SM90_KERNEL_BOUNDS(kHeadDim)
   sm.q_empty = sm.q_full + 1;
   sm.merge_arrived = sm.q_full + 2;
   sm.cut_merge = reinterpret_cast<int*>(sm.q_full + 3);
+#if MA_SM90_LAB_STREAM
+  sm.lab_stream_full = sm.q_full + 4;
+  sm.lab_stream = reinterpret_cast<unsigned char*>(
+      (reinterpret_cast<uintptr_t>(sm.lab_stream_full + kLabStreamSlots) + 127) & ~uintptr_t(127));
+#endif
   constexpr int kConsumerThreads = 128 * Tr::kConsumerWGs;
 
   const int tid = threadIdx.x;
@@ -161,6 +166,10 @@ __global__ void MA_SM90_KERNEL_BOUNDS(kHeadDim)
     mbar_init(sm.q_full, 128);
     mbar_init(sm.q_empty, kConsumerWarps);
     mbar_init(sm.merge_arrived, (kv_splits - 1) * kConsumerThreads);
+#if MA_SM90_LAB_STREAM
+    if constexpr (lab_stream_on<kHeadDim, kFp8>())
+      for (int s = 0; s < kLabStreamSlots; ++s) mbar_init(&sm.lab_stream_full[s], 1);
+#endif
     fence_mbarrier_init();
   }
   // KV split: the kv_splits CTAs of one cluster (consecutive blocks) share a query tile and
@@ -182,6 +191,10 @@ __global__ void MA_SM90_KERNEL_BOUNDS(kHeadDim)
                                        ring);
       MA_TL_STAMP(ring, kTlProducerEnd, true);
     }
+#if MA_SM90_LAB_STREAM
+    if constexpr (lab_stream_on<kHeadDim, kFp8>())
+      if (tid == 0) lab_stream_drain(sm.lab_stream_full, ring.lab_stream);
+#endif
     produce_drain(kv_splits);
     return;
   }

@@ -4,6 +4,7 @@
 // kv_splits CTAs per item when it splits the tiles' K/V (kv_split_merge.cuh), else one CTA per item.
 #pragma once
 #include <cstdint>
+#include <cstdlib>  // lab probe: getenv
 #include <cstring>
 
 #include "cuda/common/smem_optin.h"
@@ -55,6 +56,14 @@ const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
     args.cut_partials = p.maybe_cut_partials;
     args.cut_counters = p.maybe_cut_counters;
   }
+#if MA_SM90_LAB_STREAM
+  if (const char* copies = std::getenv("MA_LAB_STREAM_COPIES")) args.lab_stream_copies = std::atoi(copies);
+  const int64_t lab_chunks = a.num_pages * a.k_stride_page * int64_t(sizeof(T)) / kLabStreamBytes;
+  if (lab_chunks < 1 || lab_chunks >= (int64_t(1) << 31)) return "extend: lab stream probe: cache size out of range";
+  uint32_t lab_pow2 = 1;
+  while (int64_t(lab_pow2) * 2 <= lab_chunks) lab_pow2 *= 2;
+  args.lab_stream_chunk_mask = lab_pow2 - 1;
+#endif
   Sm90TmaMaps maps;
   std::memset(&maps, 0, sizeof(maps));
   const bool use_tma = a.plan.extend_tma != 0;

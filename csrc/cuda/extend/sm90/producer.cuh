@@ -314,6 +314,13 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
         copy_tile(false);
         MA_TL_STAMP(ring, kTlProducerFirstKv, pass_q0 == w.tile_q0 && tile == tile_begin);
         copy_tile(true);
+#if MA_SM90_LAB_STREAM
+        if constexpr (lab_stream_on<kHeadDim, kFp8>())
+          if (tid == 0)
+            for (int c = 0; c < args.lab_stream_copies; ++c)
+              lab_stream_copy(a.k_cache, args.lab_stream_chunk_mask, sm.lab_stream, sm.lab_stream_full,
+                              ring.lab_stream++);
+#endif
       }
     }
   }

@@ -4,7 +4,8 @@
 #pragma once
 #include <cstdint>
 
-#include "cuda/extend/sm90/timeline.cuh"  // MA_SM90_TIMELINE
+#include "cuda/extend/sm90/lab_stream.cuh"  // lab_stream_smem_bytes (lab builds only)
+#include "cuda/extend/sm90/timeline.cuh"    // MA_SM90_TIMELINE
 #include "mixed_attn/compat.h"
 #include "mixed_attn/launch_policy.h"  // MA_SM90_D*_WGS, extend_sm90_block_rows
 
@@ -151,6 +152,7 @@ constexpr int sm90_smem_bytes() {
          + (kFp8 ? 0 : 2 * Tr::kBlockN * 4)                            // page of each TMA box, two tiles
          + (2 * (Ring::kKSlots + Ring::kVSlots) + 3) * 8               // mbarriers
          + 8                                                           // a cut item's "merge here" flag
+         + lab_stream_smem_bytes<kHeadDim, kFp8>()                     // lab probe (0 in the default build)
          + 1024 - kSm90SmemDeclaredAlign;                              // room to align the tiles to 1024 B
 }
 // An instantiation fits an SM's 227 KB: the fp8 one with its staging tiles beside the ring (every
@@ -213,6 +215,10 @@ struct Sm90Smem {
   uint64_t* q_empty;      // every S GEMM of the pass has completed: Q may be overwritten
   uint64_t* merge_arrived;  // rank 0: every other rank's partials are in place
   int* cut_merge;           // a cut item's part: 1 when this CTA is the last of its parts (it merges)
+#if MA_SM90_LAB_STREAM
+  unsigned char* lab_stream;  // lab probe: kLabStreamSlots scratch slots ...
+  uint64_t* lab_stream_full;  // ... and their mbarriers
+#endif
 };
 
 // Which work items (extend tile, head group) a CTA serves, in order. A KV-split launch: one item
@@ -259,6 +265,9 @@ struct Sm90Work {
 struct Sm90Ring {
   int kv = 0;  // K/V tiles issued (producer) / consumed (consumers) so far: ring slot and phase
   int q = 0;   // passes so far: the Q slot's phase
+#if MA_SM90_LAB_STREAM
+  int lab_stream = 0;  // lab probe: the producer's copies so far
+#endif
 #if MA_SM90_TIMELINE
   uint64_t* tl = nullptr;  // this thread's timeline record of the current item (timeline.cuh), or null
 #endif
