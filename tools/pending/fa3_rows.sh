@@ -18,7 +18,7 @@ bash scripts/build_inplace.sh "-DMIXED_ATTN_HEAD_DIMS=128" "-DCMAKE_CUDA_FLAGS="
 echo "build: $(( $(date +%s) - start )) s"
 timeout 200 python3 benchmarks/bench_extend.py --cases ${EXT_CASES:-B,D,B-p1,P,P-512} --kernels auto,nc,fa3 \
   2>&1 | tee "$OUT/extend.log" | tail -22
-timeout 300 python3 benchmarks/bench_mixed.py --cases ${CASES:-A,B,C,D,E,F,H,L} \
+timeout 300 python3 benchmarks/bench_mixed.py --cases ${CASES:-A,B,C,D,E,F,H,J,L} \
   --rows ma_split,ma_split_nopdl,ma_ext,fi_split,fi_ext,fi_batchattn --markdown "$OUT/mixed.md" \
   > "$OUT/mixed.log" 2>&1
 grep -A16 "=== summary" "$OUT/mixed.log" | head -18
