@@ -7,6 +7,11 @@ on the GPU), the plan made
 once by the real planner, then the kernel alone timed with
 triton.testing.do_bench (median, warm-up first) when triton is there, else
 CUDA events over 50 launches after 10 warm-up launches.
+Two more columns tell a launch-bound time from a kernel-bound one (small cases: P-512 runs in
+~25 us, about what a host call of the op costs): "host us", the host's time per call with the GPU
+never waited for (200 calls queued back to back), and "kern ms", the GPU time of the call's
+kernels from torch.profiler (their summed durations over 20 calls, so launch gaps are out).
+Where host us is near ms, the do_bench time is the host's.
 FLOPs = 4 * D * Hq * (query, key) pairs attended (causal, no window).
 Prints TFLOP/s and the fraction of the matmul rate per case and kernel:
   auto   what launch_extend picks: the warp-specialised sm_90a kernel
@@ -82,6 +87,32 @@ def bench_ms(fn):
         return sorted(times)[len(times) // 2]
 
 
+def host_us(fn, n=200):
+    """Host time per call, the GPU never waited for (the queue holds far more than n launches)."""
+    import time
+
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(n):
+        fn()
+    took = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return took / n * 1e6
+
+
+def kernel_ms(fn, n=20):
+    """GPU time of one call's kernels (summed durations from torch.profiler, mean over n calls)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            fn()
+        torch.cuda.synchronize()
+    us = sum(e.device_time for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+    return us / n / 1e3
+
+
 def matmul_tflops(n=8192):
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
@@ -149,7 +180,7 @@ def run_case(lib, name, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfl
     ms = bench_ms(fn)
     pairs = sum(prefix + i + 1 for i in range(ext))
     flops = 4 * d * hq * pairs
-    return ms, flops / ms / 1e9
+    return ms, flops / ms / 1e9, host_us(fn), kernel_ms(fn)
 
 
 def main():
@@ -181,24 +212,27 @@ def main():
             for kernel in kernels:
                 if kernel == "tma" and (fp8 or page_size % 16):
                     continue  # TMA copies need pages of a multiple of 16 slots and a 16-bit cache
-                ms, tf = run_case(lib, name, ext, prefix, hq, hkv, d, page_size=page_size, fp8=fp8,
-                                  kernel=kernel)
+                ms, tf, host, kern = run_case(lib, name, ext, prefix, hq, hkv, d, page_size=page_size, fp8=fp8,
+                                              kernel=kernel)
                 first_ms = first_ms or ms
                 label = name + ("-fp8" if fp8 else "")
-                rows.append((label, kernel, ext, prefix, f"{hq}/{hkv}/{d}", ms, tf, tf / mm, ms / first_ms))
-                print(f"{label:10s} {kernel:6s} {ms:8.3f} ms {tf:7.1f} TFLOP/s {tf / mm:6.1%} of mm", flush=True)
+                rows.append((label, kernel, ext, prefix, f"{hq}/{hkv}/{d}", ms, tf, tf / mm, ms / first_ms, host,
+                             kern))
+                print(f"{label:10s} {kernel:6s} {ms:8.3f} ms {tf:7.1f} TFLOP/s {tf / mm:6.1%} of mm "
+                      f"host {host:6.1f} us kern {kern:8.4f} ms", flush=True)
     print(f"{'case':10s} {'kernel':6s} {'new':>6s} {'prefix':>7s} {'Hq/Hkv/D':>10s} {'ms':>8s} {'TFLOP/s':>8s} "
-          f"{'of mm':>6s} {'/' + kernels[0]:>7s}")
-    for label, kernel, ext, prefix, shape, ms, tf, frac, ratio in rows:
+          f"{'of mm':>6s} {'/' + kernels[0]:>7s} {'host us':>8s} {'kern ms':>8s}")
+    for label, kernel, ext, prefix, shape, ms, tf, frac, ratio, host, kern in rows:
         print(f"{label:10s} {kernel:6s} {ext:6d} {prefix:7d} {shape:>10s} {ms:8.3f} {tf:8.1f} {frac:6.1%} "
-              f"{ratio:6.2f}x")
+              f"{ratio:6.2f}x {host:8.1f} {kern:8.4f}")
     if args.json:
         import json
 
         with open(args.json, "w") as f:
             json.dump(dict(matmul_tflops=mm, rows=[dict(case=r[0], kernel=r[1], new=r[2], prefix=r[3], shape=r[4],
                                                         ms=r[5], tflops=r[6], frac_matmul=r[7],
-                                                        time_over_first_kernel=r[8])
+                                                        time_over_first_kernel=r[8], host_us=r[9],
+                                                        kernel_ms=r[10])
                                                    for r in rows]), f, indent=1)
 
 

@@ -83,7 +83,7 @@ def main():
     lib = OpExtend()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     # The HBM copy ceiling in the same run.
-    print(f"copy 1 GiB: {2 * 2**30 / copy_ms() / 1e9:.0f} GB/s (read + write)")
+    print(f"copy 1 GiB: {2 * 2**30 / copy_ms() / 1e6:.0f} GB/s (read + write; copy_ms is in ms)")
     print(f"{'case':6s} {'copies':>6s} {'ms':>8s} {'/ none':>7s} {'GB':>7s} {'TB/s':>6s} {'GB/s/SM':>8s}")
     for name in args.cases.split(","):
         probe_case(lib, name, [int(c) for c in args.copies.split(",")], args.cache_gb, sms)

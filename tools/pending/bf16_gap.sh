@@ -42,7 +42,7 @@ if os.environ["FIRST"] == "1":
 for name in os.environ["CASES"].split(","):
     ext, prefix, hq, hkv, d, *page = be.CASES[name]
     for k in kernels:
-        ms, tf = be.run_case(lib, name, ext, prefix, hq, hkv, d, page_size=page[0] if page else 16, kernel=k)
+        ms, tf, *_ = be.run_case(lib, name, ext, prefix, hq, hkv, d, page_size=page[0] if page else 16, kernel=k)
         print(f"{name:6s} {k:5s} {ms:.3f} ms {tf:6.1f} TFLOP/s", flush=True)
 PY
   first=0

@@ -18,7 +18,7 @@ import bench_extend as be
 lib = be.OpExtend()
 for name in ("B", "D", "B-p1"):
     for fp8 in (False, True):
-        ms, tf = be.run_case(lib, name, *be.CASES[name], fp8=fp8, kernel="auto")
+        ms, tf, *_ = be.run_case(lib, name, *be.CASES[name], fp8=fp8, kernel="auto")
         print(f"{name:5s} fp8={int(fp8)} {ms:.3f} ms {tf:6.1f} TFLOP/s", flush=True)
 PY
 done
