@@ -17,7 +17,7 @@ IFS=';' read -ra list <<<"$VARIANTS"
 for v in "${list[@]}"; do
   [ "$v" = none ] && v=""
   start=$(date +%s)
-  bash scripts/build_inplace.sh "-DMIXED_ATTN_HEAD_DIMS=128;256" "-DCMAKE_CUDA_FLAGS=$v" "-DCMAKE_CXX_FLAGS=" \
+  bash scripts/build_inplace.sh "-DMIXED_ATTN_HEAD_DIMS=${HEAD_DIMS:-128;256}" "-DCMAKE_CUDA_FLAGS=$v" "-DCMAKE_CXX_FLAGS=" \
     > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
   echo "== build flags: ${v:-none} ($(( $(date +%s) - start )) s)"
   # The default build also times the deterministic and graph-safe plans (issue 15: within 3% of
