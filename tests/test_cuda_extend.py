@@ -42,9 +42,10 @@ def lib():
     return OpExtend()
 
 
-@pytest.fixture(autouse=True, params=["auto", "nosplit", "classic", "few_ctas", "tma", "cut", "cut_few", "mma"])
+@pytest.fixture(autouse=True, params=["auto", "nosplit", "classic", "few_ctas", "tma", "cut", "cut_few", "rows128",
+                                      "rows128_cut", "mma"])
 def extend_kernel(request, lib):
-    """Every test runs six ways: "auto" (the launch policy: the warp-specialised sm_90a kernel
+    """Every test runs each of these ways: "auto" (the launch policy: the warp-specialised sm_90a kernel
     where the build and the GPU have it, the mma.sync kernel elsewhere; its KV-split policy splits
     some of these small launches over 2 CTAs of a cluster, the others run persistent),
     "nosplit" (extend_kv_splits=1: the same kernel, a persistent launch where the plan's estimate
@@ -55,7 +56,11 @@ def extend_kernel(request, lib):
     (extend_item_parts=3: every item of a persistent launch in 3 parts over shares of its K/V
     tiles, merged through the arena by the last to finish; cut_merge.cuh), "cut_few" (2 parts,
     planned for 3 SMs: a CTA serves whole items and parts in a row, both parts of one item
-    included) and "mma" (extend_backend="mma": the portable mma.sync kernel). The overrides go into
+    included), "rows128" (extend_block_rows=128: the sm_90a kernel's 128-row shape at head dim 128
+    with a 16-bit cache, two consumer warpgroups, which the planner picks per step where its
+    estimate finds it faster; its launch chosen by the policy), "rows128_cut" (that shape with every
+    item of a persistent launch in 2 parts) and "mma" (extend_backend="mma": the portable mma.sync
+    kernel). The overrides go into
     every plan the test makes; configs a forced variant cannot serve are skipped."""
     lib.request = {"auto": {}, "nosplit": {"extend_kv_splits": 1},
                    "classic": {"extend_kv_splits": 1, "extend_persistent": 0},
@@ -63,6 +68,8 @@ def extend_kernel(request, lib):
                    "tma": {"extend_tma": 1},
                    "cut": {"extend_item_parts": 3},
                    "cut_few": {"extend_item_parts": 2, "num_sms": 3, "extend_persistent": 1},
+                   "rows128": {"extend_block_rows": 128},
+                   "rows128_cut": {"extend_block_rows": 128, "extend_item_parts": 2},
                    "mma": {"extend_kernel": 1}}[request.param]
     yield request.param
     lib.request = {}
@@ -82,25 +89,28 @@ def skip_forced_variant_it_cannot_serve(lib, page_size, hq, hkv, d, **fields):
     plan refuses it elsewhere); a config the policy sends to the mma.sync kernel is the "mma"
     variant's test. The tma variant forces TMA copies, which need the sm_90a kernel, pages of a
     multiple of 16 slots and a 16-bit cache; the cut variants force cut items, which need the
-    sm_90a kernel's persistent launch and tiles of one pass; the other configs are the other
-    variants' tests."""
+    sm_90a kernel's persistent launch and tiles of one pass; the rows128 variants force the sm_90a
+    kernel's 128-row shape, which it has at head dim 128 with a 16-bit cache only; the other
+    configs are the other variants' tests."""
     if not isinstance(lib, OpExtend):
         return
     # A forced variant the launch policy refuses for this config (its error names the override).
-    for forced, refusal, reason in (
-            (lib.request.get("extend_item_parts", 1) > 1, "extend_item_parts=",
-             "cut items need the sm_90a kernel's persistent launch and tiles of one pass"),
-            (lib.request.get("extend_tma") == 1, "extend_tma=1 needs",
-             "TMA copies do not serve this config (page size, fp8 cache or kernel)")):
-        if not forced:
-            continue
+    active = [(refusal, reason) for forced, refusal, reason in (
+        (lib.request.get("extend_item_parts", 1) > 1, "extend_item_parts=",
+         "cut items need the sm_90a kernel's persistent launch and tiles of one pass"),
+        (lib.request.get("extend_tma") == 1, "extend_tma=1 needs",
+         "TMA copies do not serve this config (page size, fp8 cache or kernel)"),
+        (lib.request.get("extend_block_rows", 0) > 0, "extend_block_rows=",
+         "the 128-row shape is the sm_90a kernel's at head dim 128 with a 16-bit cache")) if forced]
+    if active:
         try:
             torch.ops.mixed_attn.launch_policy(make_config(lib.device, page_size, hq, hkv, d,
                                                            **{**lib.request, **fields}))
         except RuntimeError as e:
-            if refusal not in str(e):
-                raise
-            pytest.skip(reason)
+            for refusal, reason in active:
+                if refusal in str(e):
+                    pytest.skip(reason)
+            raise
     if lib.request.get("extend_persistent") != 1:
         return
     policy = {k: v for k, v in lib.request.items() if k != "extend_persistent"}
@@ -216,7 +226,10 @@ def test_plan_tile_tokens_other_than_kernel(lib, tile_tokens):
 
 
 def test_tile_tokens_values(lib):
-    # Packed GQA heads: a tile of tt queries x group heads fills at most the rows of a group-1 tile.
+    # Packed GQA heads: a tile of tt queries x group heads fills at most the rows of a group-1 tile
+    # (the policy's tiles at every head dim: the forced 128-row shape has no head dim 64 or fp8).
+    if lib.request.get("extend_block_rows"):
+        pytest.skip("the policy's tile sizes: the auto variant's test")
     for d in (64, 128, 256):
         rows = lib.tile_tokens(d, 1)
         for group in (1, 2, 3, 4, 8, 16):

@@ -109,3 +109,29 @@ def test_sanitize_extend_cut_items(parts, page_size, kv_dtype, head_dim):
     out, lse, *_ = run_op(b, mode="fold", num_sms=3, extend_item_parts=parts, **opts)
     ro, rl, *_ = run_reference(b, **opts)
     assert_close_to_reference(out, lse, ro, rl, torch.bfloat16, loose=3.0 if kv_dtype else 1.0)
+
+
+@pytest.mark.parametrize("launch", ["persistent", "cut", "kv_split", "tma"])
+@pytest.mark.parametrize("page_size", [1, 16])
+def test_sanitize_extend_128_row_shape(launch, page_size):
+    # The sm_90a kernel's second shape at head dim 128 (two consumer warpgroups, 128 query rows,
+    # the S/PV overlap on; plan.cc step 3e picks it per step): a persistent launch on 3 CTAs with
+    # whole items, with every item in 2 parts, a KV split of 2 (cluster) and TMA copies: the ring
+    # and the Q slot carried across items, the parts' arena traffic and the cluster's hand-over at
+    # the shape's own partial layout.
+    if not device_desc("cuda")[3]:
+        pytest.skip("the 128-row shape is the sm_90a kernel's")
+    if launch == "tma" and page_size != 16:
+        pytest.skip("TMA copies need pages of 16 slots")
+    ext, pre = [1, 130, 1, 70, 9], [0, 5, 300, 200, 1000]
+    b = make_batch(ext, pre, num_qo_heads=8, num_kv_heads=2, head_dim=128, page_size=page_size, device="cuda",
+                   seed=page_size + len(launch))
+    sinks = torch.randn(8, device="cuda")
+    opts = dict(window_left=150, logit_cap=20.0, sinks=sinks)
+    kw = {"persistent": dict(num_sms=3, extend_kv_splits=1, extend_persistent=1),
+          "cut": dict(num_sms=3, extend_item_parts=2),
+          "kv_split": dict(extend_kv_splits=2),
+          "tma": dict(num_sms=3, extend_persistent=1, extend_tma=1)}[launch]
+    out, lse, *_ = run_op(b, mode="fold", extend_block_rows=128, **kw, **opts)
+    ro, rl, *_ = run_reference(b, **opts)
+    assert_close_to_reference(out, lse, ro, rl, torch.bfloat16)

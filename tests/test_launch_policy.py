@@ -22,7 +22,7 @@ RDNA3 = dict(MI300, num_sms=96, device_hip_mfma=0)  # e.g. gfx1100: no CDNA2/CDN
 
 def policy(dev, d=128, hq=32, hkv=8, page=16, **kw):
     cfg = make_config("cpu", page, hq, hkv, d, **dev, **kw)
-    kernel, rows, pack, tile, tma, dk, _, _, _, persistent, max_parts = torch.ops.mixed_attn.launch_policy(cfg)
+    kernel, rows, pack, tile, tma, dk, _, _, _, persistent, max_parts, _ = torch.ops.mixed_attn.launch_policy(cfg)
     return dict(kernel=kernel, rows=rows, pack=pack, tile=tile, tma=tma, decode=dk, persistent=persistent,
                 max_parts=max_parts)
 
@@ -144,8 +144,9 @@ def test_overrides_are_recorded():
                              # SMs unsplit (measured 0.049 ms split vs 0.059)
 ])
 def test_kv_split_from_the_step_cost(ext, pre, splits, hq, hkv):
-    # Against the whole-item persistent launch (cut items, below, may beat both).
-    info = plan(H200, ext, pre, hq=hq, hkv=hkv, mode=1, extend_item_parts=1)
+    # Against the whole-item persistent launch (cut items, below, may beat both), in the kernel's
+    # default shape (the 128-row one, chosen per step in step 3e, has its own test below).
+    info = plan(H200, ext, pre, hq=hq, hkv=hkv, mode=1, extend_item_parts=1, extend_block_rows=192)
     assert field(info, "extend_kernel") == 2
     assert field(info, "extend_kv_splits") == splits
 
@@ -318,3 +319,58 @@ def test_a_step_whose_rows_fit_takes_the_narrow_decode_at_head_dim_256():
     assert k([1, 1], [4000, 9], decode_kernel=1) == 1  # forced wide
     assert field(plan(H200, [1, 1], [4000, 9], d=256, hq=16, hkv=1), "decode_kernel") == 1  # group 16
     assert field(plan(H200, [1, 1, 300], [4000, 9, 50]), "decode_kernel") == 1  # head dim 128: wide
+
+
+def test_sm90_128_row_shape_where_the_estimate_finds_it_faster():
+    # Rows of 32 new tokens at a group of 4 fill a 128-row tile and two thirds of a 192-row one: a
+    # step of them takes the sm_90a kernel's 128-row shape (measured on the H200, session 20: case
+    # J's extend half 0.226 -> 0.190 ms). Long extends and MQA keep 192 rows (B 0.793 -> 0.876 ms
+    # at 128 rows, D 0.556 -> 0.578, F's half 0.040 -> 0.047, E's 0.153 -> 0.159).
+    def rows(info):
+        return field(info, "extend_block_rows")
+
+    j = ([32] * 64, [2048] * 64)
+    info = plan(H200, *j)
+    assert rows(info) == 128 and field(info, "num_extend_tiles") == 64
+    for ext, pre, hq, hkv in (([4096], [4096], 32, 8), ([1024], [16384], 32, 8), ([2048], [0], 8, 1),
+                              ([1024, 2048], [1000, 0], 32, 8)):
+        assert rows(plan(H200, ext, pre, hq=hq, hkv=hkv)) == 192
+    # Mode auto plans the chosen shape too (no decode rows here: split).
+    assert rows(plan(H200, *j, mode=2)) == 128
+    # A fixed geometry or launch keeps the default shape: deterministic and graph-safe plans (a
+    # row's shape would depend on its batch), a fixed KV split, fixed item parts; fp8 caches and
+    # the other head dims have one shape.
+    graph = dict(graph_safe=1, graph_max_rows=64, graph_max_tokens=4096, graph_max_extend_tokens=4096)
+    for kw in (dict(deterministic=1), graph, dict(extend_kv_splits=1), dict(extend_item_parts=2),
+               dict(kv_fp8=1), dict(extend_persistent=1)):
+        assert rows(plan(H200, *j, **kw)) == 192, kw
+    assert rows(plan(H200, *j, d=64)) == 192 and rows(plan(H200, *j, d=256, hq=16)) == 128
+    # Asked for: every step in that shape (tiles of 128 / 4 = 32 tokens).
+    info = plan(H200, [4096], [4096], extend_block_rows=128)
+    assert rows(info) == 128 and field(info, "num_extend_tiles") == 128
+    assert rows(plan(H200, *j, extend_block_rows=192)) == 192
+    assert rows(plan(H200, [4096], [4096], d=256, hq=16, extend_block_rows=128)) == 128
+    # Shapes the kernel does not have are refused, naming the argument and the shapes there are.
+    with pytest.raises(RuntimeError, match=r"extend_block_rows=160: the sm90 extend kernel at head dim 128 has "
+                                           r"tiles of 192 or 128 rows"):
+        plan(H200, *j, extend_block_rows=160)
+    with pytest.raises(RuntimeError, match=r"extend_block_rows=128: .* head dim 128 with an fp8 cache has tiles of "
+                                           r"192 rows"):
+        plan(H200, *j, kv_fp8=1, extend_block_rows=128)
+    with pytest.raises(RuntimeError, match=r"extend_block_rows=128: .* head dim 64 has tiles of 192 rows"):
+        plan(H200, *j, d=64, extend_block_rows=128)
+    # The mma.sync kernel has one shape (128 rows at head dim 128).
+    assert rows(plan(H200_NO_90A, *j, extend_block_rows=128)) == 128
+    with pytest.raises(RuntimeError, match=r"extend_block_rows=192: the mma extend kernel at head dim 128 has tiles "
+                                           r"of 128 rows \(0: the policy's\)"):
+        plan(H200_NO_90A, *j, extend_block_rows=192)
+
+
+def test_metadata_capacity_counts_the_smaller_shape():
+    # launch_policy's last entry is the fewest tokens a tile may hold, which sizes the metadata:
+    # 128 / 4 = 32 where a step may take the 128-row shape, the one tile size elsewhere.
+    def min_tile(**kw):
+        return int(torch.ops.mixed_attn.launch_policy(make_config("cpu", 16, 32, 8, 128, **H200, **kw))[11])
+
+    assert min_tile() == 32 and min_tile(kv_fp8=1) == 48 and min_tile(deterministic=1) == 32
+    assert min_tile(extend_block_rows=192) == 48 and min_tile(extend_block_rows=128) == 32

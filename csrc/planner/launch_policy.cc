@@ -83,11 +83,26 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
     case ExtendKernel::kSm90:
       p.extend_block_rows = extend_sm90_block_rows(head_dim);
       p.extend_max_kv_splits = kSm90MaxKvSplits;
+      // The kernel's second shape (head dim 128, 16-bit caches): per step by the estimate, unless
+      // the request fixes the rows or the tile tokens (plan.cc, step 3e).
+      if (!kv_fp8 && extend_sm90_alt_block_rows(head_dim) > 0) {
+        if (req.extend_block_rows == extend_sm90_alt_block_rows(head_dim)) p.extend_block_rows = req.extend_block_rows;
+        else if (req.extend_block_rows == 0 && req.extend_tile_tokens == 0)
+          p.extend_alt_block_rows = extend_sm90_alt_block_rows(head_dim);
+      }
       break;
     case ExtendKernel::kMma: p.extend_block_rows = extend_mma_block_rows(head_dim, dev.kind == DeviceKind::kHip); break;
     default: p.extend_block_rows = kHostTileTokens; break;
   }
   if (p.extend_block_rows < 1) return cat("head_dim must be 64, 128 or 256, got ", head_dim);
+  if (req.extend_block_rows != 0 && req.extend_block_rows != p.extend_block_rows)
+    return cat("extend_block_rows=", req.extend_block_rows, ": the ", extend_kernel_name(p.extend_kernel),
+               " extend kernel at head dim ", head_dim, kv_fp8 ? " with an fp8 cache" : "", " has tiles of ",
+               p.extend_block_rows,
+               p.extend_kernel == ExtendKernel::kSm90 && !kv_fp8 && extend_sm90_alt_block_rows(head_dim) > 0
+                   ? cat(" or ", extend_sm90_alt_block_rows(head_dim))
+                   : std::string(),
+               " rows (0: the policy's)");
   if (p.extend_kernel == ExtendKernel::kHost) {
     p.extend_pack = 1;
     p.extend_tile_tokens = kHostTileTokens;

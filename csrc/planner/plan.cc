@@ -274,7 +274,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     std::vector<int32_t> decode_rows, extend_rows, kv_start, chunk, split_indptr;
     std::vector<Tile> tiles;
     std::vector<uint64_t> tile_order;
-    std::vector<int32_t> fold_keys, fold_dec_keys;
+    std::vector<int32_t> fold_keys, fold_dec_keys, alt_keys;
   };
   thread_local Scratch scratch;  // one thread-local lookup
   std::vector<int32_t>& decode_rows = scratch.decode_rows;
@@ -590,6 +590,54 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   const int64_t part_floats = int64_t(policy.extend_block_rows) * (cfg.head_dim + 8);
   const int64_t cut_slots = cut_items * item_parts * ceil_div(part_floats, int64_t(cfg.num_qo_heads) * cfg.head_dim);
 
+  // 3e. The kernel's other tile shape (sm_90a, head dim 128, 16-bit cache: 128 rows against 192;
+  // launch_policy.h, extend_sm90_alt_block_rows): where the estimate of its best launch (KV split,
+  // persistence and cut items chosen the same way) beats this one's by kAltRowsMargin, the step is
+  // planned with it (a plan of that shape, made by this same function). A key costs it its rows'
+  // share of the default's key, times kExtendTwoWgKeyFactor, or the key's copy where that is more
+  // (step_cost.h: 128 rows copy the same K/V for a third fewer rows). Never in deterministic or
+  // graph-safe plans (a row's shape would depend on its batch; the captured geometry is fixed),
+  // nor where the request fixes the launch (KV split, item parts, persistence).
+  if (policy.extend_alt_block_rows > 0 && !cfg.deterministic && !cfg.graph_safe && Nt > 0 && extend_us > 0.0 &&
+      forced == 0 && !policy.extend_item_parts_fixed && persistence == Persistence::kIfFaster) {
+    const int32_t alt_rows = policy.extend_alt_block_rows;
+    const int32_t alt_pack = pack_factor(group, alt_rows);
+    const int32_t alt_tt = alt_rows / alt_pack;
+    std::vector<int32_t>& alt_keys = scratch.alt_keys;
+    alt_keys.clear();
+    for (int32_t b : extend_rows) {
+      const int32_t ext = extend_len(b);
+      for (int32_t q0 = 0; q0 < ext; q0 += alt_tt) {
+        const int64_t keys = int64_t(in.seq_lens[b] - ext) + std::min(q0 + alt_tt, ext);
+        alt_keys.push_back(
+            int32_t(cfg.window_left >= 0 ? std::min<int64_t>(keys, int64_t(cfg.window_left) + alt_tt) : keys));
+      }
+    }
+    std::sort(alt_keys.begin(), alt_keys.end(), [](int32_t x, int32_t y) { return x > y; });
+    auto alt_tile_keys = [&](int64_t i) { return int64_t(alt_keys[i]); };
+    const int64_t alt_n = int64_t(alt_keys.size()), alt_groups = cfg.num_qo_heads / alt_pack;
+    const double alt_key_us = std::max(key_us * double(alt_rows) / policy.extend_block_rows * kExtendTwoWgKeyFactor,
+                                       extend_key_us(alt_rows, cfg.head_dim, false));
+    double alt_us = 0.0;
+    bool alt_persistent;
+    fastest_kv_splits(alt_tile_keys, alt_n, alt_groups, 1, free, cfg.device.num_sms, alt_key_us, persistence,
+                      &alt_persistent, &alt_us);
+    if (policy.extend_max_item_parts > 1) {
+      thread_local std::vector<double> loads;
+      int64_t k;
+      int s;
+      alt_us = fastest_item_cut(alt_tile_keys, alt_n, alt_groups, cfg.device.num_sms, alt_key_us,
+                                policy.extend_max_item_parts, alt_n * alt_groups, alt_us, &k, &s, &loads);
+    }
+    if (alt_us * kAltRowsMargin < extend_us) {
+      PlanConfig alt_cfg = cfg;
+      alt_cfg.request.extend_block_rows = alt_rows;
+      PlanResult a = plan_step(alt_cfg, in, meta_out);
+      // A plan of the other shape that does not fit the metadata buffer (more tiles): this one.
+      if (a.ok) return a;
+    }
+  }
+
   // 3d. Mode auto: split or fold, whichever the step-cost estimate finds faster for this step
   // (fold runs the decode rows as tiles of the one extend launch: cheaper when they are few
   // and short next to a large extend half, or few enough to fill its last wave). A fold plan
@@ -767,7 +815,7 @@ const char* const* plan_config_field_names() {
       "device_tma_encoder", "device_hip_mfma", "extend_kernel", "decode_kernel", "extend_kv_splits", "extend_tma",
       "extend_tile_tokens", "graph_safe", "graph_max_rows", "graph_max_tokens",
       "graph_max_extend_tokens", "graph_max_partials", "graph_max_kv_pages", "decode_max_q",
-      "extend_persistent", "extend_item_parts", "pdl", nullptr};
+      "extend_persistent", "extend_item_parts", "pdl", "extend_block_rows", nullptr};
   // clang-format on
   return names;
 }
@@ -804,7 +852,7 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
                  in(kCfgDeviceSm90Extend, 0, 1), in(kCfgDeviceTmaEncoder, 0, 1), in(kCfgDeviceHipMfma, 0, 1),
                  in(kCfgExtendKernel, 0, 3), in(kCfgDecodeKernel, 0, 4), in(kCfgExtendTma, -1, 1),
                  in(kCfgExtendPersistent, -1, 1), in(kCfgExtendItemParts, -1, kExtendMaxItemParts), in(kCfgPdl, -1, 1),
-                 in(kCfgGraphSafe, 0, 1), in(kCfgWindowLeft, -1, INT32_MAX)})
+                 in(kCfgExtendBlockRows, 0, 256), in(kCfgGraphSafe, 0, 1), in(kCfgWindowLeft, -1, INT32_MAX)})
     if (!e.empty()) return e;
   PlanConfig& c = *cfg;
   c.page_size = int32_t(v[kCfgPageSize]);
@@ -840,6 +888,7 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
   c.request.extend_persistent = int32_t(v[kCfgExtendPersistent]);
   c.request.extend_item_parts = int32_t(v[kCfgExtendItemParts]);
   c.request.pdl = int32_t(v[kCfgPdl]);
+  c.request.extend_block_rows = int32_t(v[kCfgExtendBlockRows]);
   return {};
 }
 

@@ -30,8 +30,10 @@ std::vector<int64_t> plan_upload_cpu(const at::Tensor& qo_indptr, const at::Tens
 }
 
 // [extend_kernel, extend_block_rows, extend_pack, extend_tile_tokens, extend_tma, decode_kernel,
-//  graph_max_tiles, graph_max_partials, decode_max_q, extend_persistent, extend_max_item_parts]
-//  (graph_* 0 unless the config is graph-safe)
+//  graph_max_tiles, graph_max_partials, decode_max_q, extend_persistent, extend_max_item_parts,
+//  extend_min_tile_tokens] (graph_* 0 unless the config is graph-safe; the last: the fewest query
+//  tokens a tile of a plan of this policy may hold, which sizes the metadata buffer; below
+//  extend_tile_tokens where a step may take the kernel's other shape)
 std::vector<int64_t> launch_policy_op(c10::IntArrayRef config) {
   const PlanConfig cfg = plan_config(config, 0);
   LaunchPolicy p;
@@ -42,10 +44,22 @@ std::vector<int64_t> launch_policy_op(c10::IntArrayRef config) {
     err = graph_bounds(cfg, p, &g);
     TORCH_CHECK(err.empty(), "mixed_attn: ", err);
   }
-  return {
-      int64_t(p.extend_kernel), p.extend_block_rows, p.extend_pack,  p.extend_tile_tokens, p.extend_tma ? 1 : 0,
-      int64_t(p.decode_kernel), g.max_tiles,         g.max_partials, p.decode_max_q,       p.extend_persistent ? 1 : 0,
-      p.extend_max_item_parts};
+  return {int64_t(p.extend_kernel),
+          p.extend_block_rows,
+          p.extend_pack,
+          p.extend_tile_tokens,
+          p.extend_tma ? 1 : 0,
+          int64_t(p.decode_kernel),
+          g.max_tiles,
+          g.max_partials,
+          p.decode_max_q,
+          p.extend_persistent ? 1 : 0,
+          p.extend_max_item_parts,
+          p.extend_alt_block_rows > 0
+              ? std::min<int64_t>(
+                    p.extend_tile_tokens,
+                    p.extend_alt_block_rows / pack_factor(cfg.num_qo_heads / cfg.num_kv_heads, p.extend_alt_block_rows))
+              : p.extend_tile_tokens};
 }
 
 std::vector<std::string> plan_field_names_op(c10::string_view which) {

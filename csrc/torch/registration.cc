@@ -32,7 +32,8 @@ TORCH_LIBRARY(mixed_attn, m) {
 
   // The per-wrapper launch policy of a config: [extend_kernel, extend_block_rows,
   // extend_pack, extend_tile_tokens, extend_tma, decode_kernel, graph_max_tiles,
-  // graph_max_partials, decode_max_q, extend_persistent, extend_max_item_parts]; an error names
+  // graph_max_partials, decode_max_q, extend_persistent, extend_max_item_parts,
+  // extend_min_tile_tokens]; an error names
   // an override the device cannot honour.
   m.def("launch_policy(int[] config) -> int[]");
 

@@ -220,7 +220,7 @@ class OpExtend:
         from .plan_info import CONFIG_INDEX
 
         policy = torch.ops.mixed_attn.launch_policy(cfg)
-        tile_tokens = int(policy[3])
+        tile_tokens = int(policy[11])  # the smallest tile a plan of this policy may take
         head_groups = cfg[CONFIG_INDEX["num_qo_heads"]] // int(policy[2]) if policy[10] > 1 else 0
         cap = torch.ops.mixed_attn.plan_meta_capacity(sl.numel(), int(qo[-1]), tile_tokens, head_groups)
         meta = torch.zeros(cap, dtype=torch.int32)

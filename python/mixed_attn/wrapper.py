@@ -98,6 +98,10 @@ class MixedAttention:
             share of their keys, merged through the arena by whichever part finishes last; never
             in deterministic or graph-safe mode), 1 (never) or 2-4 (every item of a persistent
             launch in that many parts; tests and benchmarks).
+        extend_block_rows: None (policy: the sm_90a kernel at head dim 128 with a 16-bit cache
+            has tiles of 192 query rows and of 128; a step takes 128 where the plan's estimate
+            finds it faster, e.g. many extend rows of a few dozen tokens; never in deterministic
+            or graph-safe mode) or the rows of a tile the kernel has (an error elsewhere).
         cuda_graph: graph-safe mode for serving engines that capture run() once per batch
             bucket and replay it after every plan(): the launch geometry, the metadata layout
             and the arena depend only on the bucket (max_batch rows, max_tokens tokens,
@@ -133,7 +137,7 @@ class MixedAttention:
                  min_split_tokens=256, ctas_per_sm=2, extend_backend=None, decode_backend=None,
                  extend_kv_splits=None, extend_tma=None, cuda_graph=False, extend_persistent=None,
                  max_extend_tokens=None, max_partials=None, decode_max_q=0, extend_item_parts=None,
-                 pdl=None):
+                 pdl=None, extend_block_rows=None):
         if mode is None:
             mode = _env.MODE
         if mode not in _MODES:
@@ -186,11 +190,12 @@ class MixedAttention:
             decode_kernel=0 if on_cpu else _choice(decode_backend, _env.DECODE_KERNELS, "decode_backend"),
             extend_kv_splits=extend_kv_splits, extend_tma=int(extend_tma), decode_max_q=int(decode_max_q),
             extend_persistent=int(extend_persistent), extend_item_parts=int(extend_item_parts), pdl=int(pdl),
+            extend_block_rows=int(extend_block_rows or 0),
             **self._graph_fields(cuda_graph, max_batch, max_tokens, max_extend_tokens, max_partials))
         self.cuda_graph = bool(cuda_graph)
         self.num_sms = self._config[_pi.CONFIG_INDEX["num_sms"]]
         (kernel, rows, pack, tile, tma, dkernel, graph_tiles,
-         graph_partials, dmq, persistent, max_parts) = torch.ops.mixed_attn.launch_policy(self._config)
+         graph_partials, dmq, persistent, max_parts, min_tile) = torch.ops.mixed_attn.launch_policy(self._config)
         self.launch_policy = {
             "extend_kernel": _pi.EXTEND_KERNEL_NAMES[kernel], "extend_block_rows": rows,
             "extend_pack": pack, "extend_tile_tokens": tile, "extend_tma": bool(tma),
@@ -198,6 +203,8 @@ class MixedAttention:
             "decode_kernel": _pi.DECODE_KERNEL_NAMES[dkernel], "decode_max_q": dmq}
         self.decode_max_q = dmq
         self.extend_tile_tokens = tile
+        # The metadata holds the tiles of the smallest shape a step may take (step 3e of the plan).
+        self._meta_tile_tokens = min_tile
         if self.cuda_graph:
             self.launch_policy.update(graph_max_tiles=graph_tiles, graph_max_partials=graph_partials)
 
@@ -240,7 +247,7 @@ class MixedAttention:
         # Room for the counters of cut extend items where the policy may cut them.
         cuts = self.launch_policy["extend_max_item_parts"] > 1
         cap = torch.ops.mixed_attn.plan_meta_capacity(
-            max_batch, max_tokens, self.extend_tile_tokens,
+            max_batch, max_tokens, self._meta_tile_tokens,
             self.num_qo_heads // self.launch_policy["extend_pack"] if cuts else 0)
         pin = self.device.type == "cuda"
         # Two pinned host buffers used in turn (plan_upload keeps the event of each one's last

@@ -11,11 +11,20 @@ template const char* launch_extend_impl<128, ma_bf16, true>(const ExtendParams&,
 template const char* launch_extend_impl<128, ma_half, true>(const ExtendParams&, gpuStream_t);
 #endif
 #if !defined(MA_NO_EXTEND_SM90)  // MIXED_ATTN_EXTEND_SM90=OFF
-template const char* launch_extend_sm90_impl<128, ma_bf16, false>(const ExtendParams&, gpuStream_t);
-template const char* launch_extend_sm90_impl<128, ma_half, false>(const ExtendParams&, gpuStream_t);
+template const char* launch_extend_sm90_impl<128, extend_sm90_wgs(128), ma_bf16, false>(const ExtendParams&,
+                                                                                        gpuStream_t);
+template const char* launch_extend_sm90_impl<128, extend_sm90_wgs(128), ma_half, false>(const ExtendParams&,
+                                                                                        gpuStream_t);
+// The 128-row shape (16-bit caches only; launch_policy.h, extend_sm90_alt_block_rows).
+#if MA_SM90_D128_WGS == 3
+template const char* launch_extend_sm90_impl<128, 2, ma_bf16, false>(const ExtendParams&, gpuStream_t);
+template const char* launch_extend_sm90_impl<128, 2, ma_half, false>(const ExtendParams&, gpuStream_t);
+#endif
 #if !defined(MA_NO_FP8)
-template const char* launch_extend_sm90_impl<128, ma_bf16, true>(const ExtendParams&, gpuStream_t);
-template const char* launch_extend_sm90_impl<128, ma_half, true>(const ExtendParams&, gpuStream_t);
+template const char* launch_extend_sm90_impl<128, extend_sm90_wgs(128), ma_bf16, true>(const ExtendParams&,
+                                                                                       gpuStream_t);
+template const char* launch_extend_sm90_impl<128, extend_sm90_wgs(128), ma_half, true>(const ExtendParams&,
+                                                                                       gpuStream_t);
 #endif
 #endif
 }  // namespace mixed_attn::gpu::extend_detail

@@ -11,11 +11,15 @@ template const char* launch_extend_impl<256, ma_bf16, true>(const ExtendParams&,
 template const char* launch_extend_impl<256, ma_half, true>(const ExtendParams&, gpuStream_t);
 #endif
 #if !defined(MA_NO_EXTEND_SM90)  // MIXED_ATTN_EXTEND_SM90=OFF
-template const char* launch_extend_sm90_impl<256, ma_bf16, false>(const ExtendParams&, gpuStream_t);
-template const char* launch_extend_sm90_impl<256, ma_half, false>(const ExtendParams&, gpuStream_t);
+template const char* launch_extend_sm90_impl<256, extend_sm90_wgs(256), ma_bf16, false>(const ExtendParams&,
+                                                                                        gpuStream_t);
+template const char* launch_extend_sm90_impl<256, extend_sm90_wgs(256), ma_half, false>(const ExtendParams&,
+                                                                                        gpuStream_t);
 #if !defined(MA_NO_FP8)
-template const char* launch_extend_sm90_impl<256, ma_bf16, true>(const ExtendParams&, gpuStream_t);
-template const char* launch_extend_sm90_impl<256, ma_half, true>(const ExtendParams&, gpuStream_t);
+template const char* launch_extend_sm90_impl<256, extend_sm90_wgs(256), ma_bf16, true>(const ExtendParams&,
+                                                                                       gpuStream_t);
+template const char* launch_extend_sm90_impl<256, extend_sm90_wgs(256), ma_half, true>(const ExtendParams&,
+                                                                                       gpuStream_t);
 #endif
 #endif
 }  // namespace mixed_attn::gpu::extend_detail

@@ -11,11 +11,11 @@ template const char* launch_extend_impl<64, ma_bf16, true>(const ExtendParams&, 
 template const char* launch_extend_impl<64, ma_half, true>(const ExtendParams&, gpuStream_t);
 #endif
 #if !defined(MA_NO_EXTEND_SM90)  // MIXED_ATTN_EXTEND_SM90=OFF
-template const char* launch_extend_sm90_impl<64, ma_bf16, false>(const ExtendParams&, gpuStream_t);
-template const char* launch_extend_sm90_impl<64, ma_half, false>(const ExtendParams&, gpuStream_t);
+template const char* launch_extend_sm90_impl<64, extend_sm90_wgs(64), ma_bf16, false>(const ExtendParams&, gpuStream_t);
+template const char* launch_extend_sm90_impl<64, extend_sm90_wgs(64), ma_half, false>(const ExtendParams&, gpuStream_t);
 #if !defined(MA_NO_FP8)
-template const char* launch_extend_sm90_impl<64, ma_bf16, true>(const ExtendParams&, gpuStream_t);
-template const char* launch_extend_sm90_impl<64, ma_half, true>(const ExtendParams&, gpuStream_t);
+template const char* launch_extend_sm90_impl<64, extend_sm90_wgs(64), ma_bf16, true>(const ExtendParams&, gpuStream_t);
+template const char* launch_extend_sm90_impl<64, extend_sm90_wgs(64), ma_half, true>(const ExtendParams&, gpuStream_t);
 #endif
 #endif
 }  // namespace mixed_attn::gpu::extend_detail

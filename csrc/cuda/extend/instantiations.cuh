@@ -12,10 +12,11 @@ namespace mixed_attn::gpu::extend_detail {
 template <int kHeadDim, typename T, bool kFp8>
 const char* launch_extend_impl(const ExtendParams& p, gpuStream_t stream);
 
-// One (head dim, element type, fp8 cache) instantiation of the warp-specialised sm_90a
-// kernel (extend/sm90/kernel.cuh), launched with the
-// plan's KV split and copy path.
-template <int kHeadDim, typename T, bool kFp8>
+// One (head dim, consumer warpgroups, element type, fp8 cache) instantiation of the
+// warp-specialised sm_90a kernel (extend/sm90/kernel.cuh), launched with the plan's KV split and
+// copy path: the default shape (extend_sm90_wgs) at every head dim, and at head dim 128 with a
+// 16-bit cache also the 128-row one (extend_sm90_alt_block_rows).
+template <int kHeadDim, int kWGs, typename T, bool kFp8>
 const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream);
 
 }  // namespace mixed_attn::gpu::extend_detail

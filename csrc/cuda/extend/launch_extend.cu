@@ -19,14 +19,20 @@ const char* dispatch_head_dim(const ExtendParams& p, bool fp8, gpuStream_t strea
 #if defined(MA_CUDA) && defined(MA_EXTEND_SM90_BUILT)
     switch (d) {
       case 64:
-        return MA_IF_HD64((fp8 ? MA_IF_FP8((launch_extend_sm90_impl<64, T, true>(p, stream)))
-                               : launch_extend_sm90_impl<64, T, false>(p, stream)));
+        return MA_IF_HD64((fp8 ? MA_IF_FP8((launch_extend_sm90_impl<64, extend_sm90_wgs(64), T, true>(p, stream)))
+                               : launch_extend_sm90_impl<64, extend_sm90_wgs(64), T, false>(p, stream)));
       case 128:
-        return MA_IF_HD128((fp8 ? MA_IF_FP8((launch_extend_sm90_impl<128, T, true>(p, stream)))
-                                : launch_extend_sm90_impl<128, T, false>(p, stream)));
+        // The plan's rows pick the shape (the launcher refuses rows its instantiation was not
+        // built for).
+#if MA_SM90_D128_WGS == 3
+        if (!fp8 && p.attn.plan.extend_block_rows == extend_sm90_alt_block_rows(128))
+          return MA_IF_HD128((launch_extend_sm90_impl<128, 2, T, false>(p, stream)));
+#endif
+        return MA_IF_HD128((fp8 ? MA_IF_FP8((launch_extend_sm90_impl<128, extend_sm90_wgs(128), T, true>(p, stream)))
+                                : launch_extend_sm90_impl<128, extend_sm90_wgs(128), T, false>(p, stream)));
       case 256:
-        return MA_IF_HD256((fp8 ? MA_IF_FP8((launch_extend_sm90_impl<256, T, true>(p, stream)))
-                                : launch_extend_sm90_impl<256, T, false>(p, stream)));
+        return MA_IF_HD256((fp8 ? MA_IF_FP8((launch_extend_sm90_impl<256, extend_sm90_wgs(256), T, true>(p, stream)))
+                                : launch_extend_sm90_impl<256, extend_sm90_wgs(256), T, false>(p, stream)));
       default: return "extend: head_dim must be 64, 128 or 256";
     }
 #else

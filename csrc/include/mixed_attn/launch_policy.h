@@ -68,6 +68,9 @@ struct LaunchRequest {
                                    // the launch in N parts (a persistent launch; tests, benchmarks)
   int32_t pdl = -1;                // -1: policy; 0: ordinary launches; 1: the decode launches as
                                    // programmatic dependents (an error below compute capability 9.0)
+  int32_t extend_block_rows = 0;   // 0: policy (the sm_90a kernel at head dim 128 with a 16-bit
+                                   // cache: 192 or 128 rows a tile, per step by the estimate); N:
+                                   // the kernel's tile of N rows (128 or 192 there; else its one)
 };
 
 // Most parts an item of a persistent sm_90a launch is cut into (each part parks a partial of
@@ -78,6 +81,9 @@ constexpr int kExtendMaxItemParts = 4;
 struct LaunchPolicy {
   ExtendKernel extend_kernel = ExtendKernel::kHost;
   int32_t extend_block_rows = 0;    // query rows (query x packed head) per extend CTA
+  int32_t extend_alt_block_rows = 0;  // sm_90a, head dim 128, 16-bit cache: the kernel's other
+                                      // shape, which a step takes where the estimate finds it
+                                      // faster (plan.cc, step 3e); 0: none or fixed by the request
   int32_t extend_pack = 1;          // q heads of one KV head packed into a CTA's rows
   int32_t extend_tile_tokens = 16;  // query tokens per extend tile: block_rows / pack
   int32_t extend_max_kv_splits = 1; // CTAs that may share one query tile (sm_90a: 2)
@@ -126,11 +132,18 @@ MA_HOST_DEVICE constexpr int extend_mma_block_rows(int head_dim, bool hip) {
 #ifndef MA_SM90_D256_WGS
 #define MA_SM90_D256_WGS 2
 #endif
-MA_HOST_DEVICE constexpr int extend_sm90_block_rows(int head_dim) {
-  return head_dim == 64    ? 64 * MA_SM90_D64_WGS
-         : head_dim == 128 ? 64 * MA_SM90_D128_WGS
-         : head_dim == 256 ? 64 * MA_SM90_D256_WGS
-                           : 0;
+MA_HOST_DEVICE constexpr int extend_sm90_wgs(int head_dim) {
+  return head_dim == 64 ? MA_SM90_D64_WGS : head_dim == 128 ? MA_SM90_D128_WGS : head_dim == 256 ? MA_SM90_D256_WGS : 0;
+}
+MA_HOST_DEVICE constexpr int extend_sm90_block_rows(int head_dim) { return 64 * extend_sm90_wgs(head_dim); }
+// The second shape of the sm_90a kernel at head dim 128, 16-bit caches: two consumer warpgroups
+// (128 query rows, the S/PV overlap on). It runs the short extends 13-18% faster than the
+// default 192 rows (a row of 32 new tokens x a group of 4 fills it; a launch whose longest items
+// set its time has shorter ones) and long ones 4-10% slower (half as many copied K/V bytes per
+// FLOP again): benchmarks/RESULTS.md, session 20. The planner picks it per step by its estimate
+// (plan.cc, step 3e). 0 where there is none (other head dims, a lab build already at 2).
+MA_HOST_DEVICE constexpr int extend_sm90_alt_block_rows(int head_dim) {
+  return head_dim == 128 && MA_SM90_D128_WGS == 3 ? 128 : 0;
 }
 // Ranks 1.. of a KV-split cluster park their partial state in rank 0's shared
 // memory, which has room for one partial at every head dim: two splits at most

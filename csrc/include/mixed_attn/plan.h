@@ -86,6 +86,7 @@ enum PlanConfigField : int32_t {
   kCfgExtendPersistent,
   kCfgExtendItemParts,
   kCfgPdl,
+  kCfgExtendBlockRows,
   kCfgNumFields
 };
 

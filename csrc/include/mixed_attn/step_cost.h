@@ -153,6 +153,13 @@ class PersistentLaunchEstimate {
 // them (extend/sm90/cut_merge.cuh). A part costs an item's fixed part, its share of the keys and
 // this much for its partial's store and its share of the merge (the model's value, not fitted).
 constexpr double kExtendPartMergeUs = 2.0;
+// The sm_90a kernel's 128-row shape at head dim 128 (two consumer warpgroups) costs this much more
+// a (row, key) than the 192-row one (three): it copies half as many K/V bytes per FLOP again.
+// Measured on launches that both balance (B 0.876 / 0.793 ms, D 0.578 / 0.556: benchmarks/
+// RESULTS.md, session 20). A step takes it where its estimate beats the default's by
+// kAltRowsMargin (plan.cc, step 3e): the short extends, whose longest items set the launch.
+constexpr double kExtendTwoWgKeyFactor = 1.10;
+constexpr double kAltRowsMargin = 1.05;
 // A cut plan must be estimated at least this much faster than the uncut launch: the persistent
 // estimate errs by 2-4% (median), and a cut costs arena traffic the model charges only roughly.
 constexpr double kCutMargin = 1.03;

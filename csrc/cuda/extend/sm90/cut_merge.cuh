@@ -27,10 +27,10 @@ __device__ __forceinline__ void consumer_sync() {
 // Thread ctid's float4s of part `part` of cut item `cut` (the layout of kv_split_merge.cuh:
 // float4 n < kNTilesO is o_acc[n], float4 kNTilesO is (max0, max1, sum0, sum1), each
 // kConsumerThreads apart, so that a warp's stores and loads are 512 contiguous bytes).
-template <int kHeadDim>
+template <int kHeadDim, int kWGs>
 __device__ __forceinline__ float4* cut_part_f4(const ExtendArgs& args, const Sm90Work& w, int part, int ctid) {
   return reinterpret_cast<float4*>(args.cut_partials) +
-         (int64_t(w.cut) * w.kv_splits + part) * kv_split_partial_f4<kHeadDim>() + ctid;
+         (int64_t(w.cut) * w.kv_splits + part) * kv_split_partial_f4<kHeadDim, kWGs>() + ctid;
 }
 
 // Every consumer thread of the unit: parks its partial, then learns whether this unit is the
@@ -38,15 +38,15 @@ __device__ __forceinline__ float4* cut_part_f4(const ExtendArgs& args, const Sm9
 // zero for the next launch). The stores are made visible at GPU scope before the count
 // (__threadfence, then the consumer barrier, then one thread's atomic); the last unit's fence
 // after the count orders the parts' loads after every other part's stores.
-template <int kHeadDim, typename T>
+template <int kHeadDim, int kWGs, typename T>
 __device__ __forceinline__ bool cut_part_done(const ExtendArgs& args, const Sm90Smem<T>& sm, const Sm90Work& w, int tid,
                                               const float (&o_acc)[kHeadDim / 8][4], const float (&row_max)[2],
                                               const float (&row_sum)[2]) {
-  using Tr = Sm90Traits<kHeadDim>;
+  using Tr = Sm90Traits<kHeadDim, kWGs>;
   constexpr int kNTilesO = kHeadDim / 8;
   constexpr int kConsumerThreads = 128 * Tr::kConsumerWGs;
   const int ctid = tid - 128;
-  float4* dst = cut_part_f4<kHeadDim>(args, w, w.split_rank, ctid);
+  float4* dst = cut_part_f4<kHeadDim, kWGs>(args, w, w.split_rank, ctid);
 #pragma unroll
   for (int n = 0; n < kNTilesO; ++n)
     __stcg(dst + n * kConsumerThreads, make_float4(o_acc[n][0], o_acc[n][1], o_acc[n][2], o_acc[n][3]));

@@ -92,22 +92,22 @@ __device__ __forceinline__ Sm90Work sm90_work(const ExtendArgs& args, int unit, 
 
 // kTma: interior K/V tiles by TMA (maps), swizzled tiles; else cp.async only. kFp8: an fp8 e4m3
 // cache (cp.async only), its tiles widened to T by the producer (producer.cuh).
-template <int kHeadDim, typename T, bool kTma, bool kFp8>
-__global__ void MA_SM90_KERNEL_BOUNDS(kHeadDim)
+template <int kHeadDim, int kWGs, typename T, bool kTma, bool kFp8>
+__global__ void MA_SM90_KERNEL_BOUNDS(kHeadDim, kWGs)
     extend_sm90_kernel(const ExtendArgs args, const int kv_splits, const MA_GRID_CONSTANT Sm90TmaMaps maps) {
 #if MA_EXTEND_HAS_WGMMA
   // A decode stage 1 launched after it (PlanView::pdl) may take the SMs its last CTAs leave idle.
   pdl_allow_dependents();
-  using Tr = Sm90Traits<kHeadDim>;
+  using Tr = Sm90Traits<kHeadDim, kWGs>;
   constexpr int D = kHeadDim;
   constexpr int BM = Tr::kBlockM;
   constexpr int kConsumerWarps = 4 * Tr::kConsumerWGs;
   constexpr int BN = Tr::kBlockN;
-  using Ring = Sm90RingShape<kHeadDim, kFp8>;
+  using Ring = Sm90RingShape<kHeadDim, kWGs, kFp8>;
   constexpr bool kSwizzle = kTma || MA_SM90_SWIZZLE != 0;
   constexpr int kTileElems = BN * D;
   static_assert(BN % 64 == 0 && BN <= 128 && D % 32 == 0, "sm90 tile shape");
-  static_assert(sm90_fits<kHeadDim, kFp8>(), "Q, the K/V ring (and fp8 staging tiles) must fit");
+  static_assert(sm90_fits<kHeadDim, kWGs, kFp8>(), "Q, the K/V ring (and fp8 staging tiles) must fit");
   static_assert(!kFp8 || (!kTma && kSwizzle),
                 "fp8 caches: cp.async into staging tiles, widened into the swizzled ring");
 
@@ -187,8 +187,8 @@ __global__ void MA_SM90_KERNEL_BOUNDS(kHeadDim)
     for (int r = 0, item; (item = sched.item(r, total_items())) < total_items(); ++r) {
       MA_TL_BIND(ring, r, item, tid == 0);
       MA_TL_STAMP(ring, kTlProducerStart, true);
-      produce<kHeadDim, T, kTma, kFp8>(args, maps, sm, sm90_work(args, item, kv_splits, split_rank), tid, warp, lane,
-                                       ring);
+      produce<kHeadDim, kWGs, T, kTma, kFp8>(args, maps, sm, sm90_work(args, item, kv_splits, split_rank), tid, warp,
+                                             lane, ring);
       MA_TL_STAMP(ring, kTlProducerEnd, true);
     }
 #if MA_SM90_LAB_STREAM
@@ -202,7 +202,8 @@ __global__ void MA_SM90_KERNEL_BOUNDS(kHeadDim)
   for (int r = 0, item; (item = sched.item(r, total_items())) < total_items(); ++r) {
     MA_TL_BIND(ring, r, item, tid == 128);
     MA_TL_STAMP(ring, kTlConsumerStart, true);
-    consume<kHeadDim, T, kSwizzle, Ring>(args, sm, sm90_work(args, item, kv_splits, split_rank), tid, warp, lane, ring);
+    consume<kHeadDim, kWGs, T, kSwizzle, Ring>(args, sm, sm90_work(args, item, kv_splits, split_rank), tid, warp, lane,
+                                               ring);
     MA_TL_STAMP(ring, kTlConsumerEnd, true);
   }
 #endif  // MA_EXTEND_HAS_WGMMA

@@ -27,9 +27,9 @@ __device__ __forceinline__ void st_cluster_f32x4(uint32_t addr, float a, float b
 // Partial of rank r, thread c: float4 n (< kNTilesO) = o_acc[n], float4 kNTilesO = (max0,
 // max1, sum0, sum1), at float4 index (r - 1) * (kNTilesO + 1) * kConsumerThreads +
 // n * kConsumerThreads + c of rank 0's Q + ring region (conflict-free, 16 B per lane).
-template <int kHeadDim>
+template <int kHeadDim, int kWGs>
 constexpr int kv_split_partial_f4() {
-  return (kHeadDim / 8 + 1) * 128 * Sm90Traits<kHeadDim>::kConsumerWGs;
+  return (kHeadDim / 8 + 1) * 128 * Sm90Traits<kHeadDim, kWGs>::kConsumerWGs;
 }
 
 // The hand-over point: every thread of the cluster arrives here once its CTA is done with its K/V
@@ -51,14 +51,14 @@ __device__ __forceinline__ void kv_split_gather(const Sm90Smem<T>& sm) {
 
 // Ranks > 0: once rank 0 has freed its Q + ring region, park this thread's partial there and
 // tell rank 0. The CTA has nothing left to do after it.
-template <int kHeadDim, typename T>
+template <int kHeadDim, int kWGs, typename T>
 __device__ __forceinline__ void kv_split_hand_over(const Sm90Smem<T>& sm, const Sm90Work& w, int tid,
                                                    const float (&o_acc)[kHeadDim / 8][4], const float (&row_max)[2],
                                                    const float (&row_sum)[2]) {
-  using Tr = Sm90Traits<kHeadDim>;
+  using Tr = Sm90Traits<kHeadDim, kWGs>;
   constexpr int kNTilesO = kHeadDim / 8;
   constexpr int kConsumerThreads = 128 * Tr::kConsumerWGs;
-  constexpr int kPartialF4 = kv_split_partial_f4<kHeadDim>();
+  constexpr int kPartialF4 = kv_split_partial_f4<kHeadDim, kWGs>();
   const int ctid = tid - 128;
   float4* parked = reinterpret_cast<float4*>(sm.q);
   kv_split_meet();

@@ -19,19 +19,21 @@
 namespace mixed_attn::gpu::extend_detail {
 
 // Host side: launch one instantiation (instantiated in extend/instantiate_hd{64,128,256}.cu) as
-// the plan decided: its KV split per query tile and TMA or cp.async for K/V. kFp8: the fp8 e4m3
+// the plan decided: its KV split per query tile and TMA or cp.async for K/V. kWGs: consumer
+// warpgroups (the tile's rows / 64; the plan's extend_block_rows picks it). kFp8: the fp8 e4m3
 // cache instantiation (cp.async only; the cache's scales applied).
-template <int kHeadDim, typename T, bool kFp8>
+template <int kHeadDim, int kWGs, typename T, bool kFp8>
 const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
   const AttentionCommon& a = p.attn;
-  constexpr int kSmem = sm90_smem_bytes<kHeadDim, kFp8>();
-  constexpr int BM = Sm90Traits<kHeadDim>::kBlockM;
-  static_assert(BM == extend_sm90_block_rows(kHeadDim), "launch_policy.h must know the kernel's rows");
+  constexpr int kSmem = sm90_smem_bytes<kHeadDim, kWGs, kFp8>();
+  constexpr int BM = Sm90Traits<kHeadDim, kWGs>::kBlockM;
+  static_assert(BM == extend_sm90_block_rows(kHeadDim) || (BM == extend_sm90_alt_block_rows(kHeadDim) && !kFp8),
+                "launch_policy.h must know the kernel's rows");
   if (a.plan.extend_block_rows != BM) return "extend: the plan's tiles were cut for another kernel shape";
   ExtendArgs args = make_extend_args(a, BM, kFp8 ? a.k_scale : 1.f, kFp8 ? a.v_scale : 1.f);
   const int64_t blocks = extend_grid_blocks(args);
   const int kv_splits = a.plan.extend_kv_splits;
-  if (kv_splits < 1 || kv_splits > sm90_max_kv_splits<kHeadDim>())
+  if (kv_splits < 1 || kv_splits > sm90_max_kv_splits<kHeadDim, kWGs>())
     return "extend: the plan's KV split count is outside what the sm_90a merge holds";
   // The merge runs once, after the last pass: a split plan must cover its tiles in one pass.
   if (kv_splits > 1 && a.plan.extend_tile_tokens > args.tile_capacity)
@@ -79,10 +81,12 @@ const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
     return "extend: the plan asks for TMA but this build has no TMA path (plan with extend_tma=0)";
 #endif
   }
-  using Kernel = decltype(&extend_sm90_kernel<kHeadDim, T, false, false>);
+  using Kernel = decltype(&extend_sm90_kernel<kHeadDim, kWGs, T, false, false>);
   Kernel kernel;
-  if constexpr (kFp8) kernel = extend_sm90_kernel<kHeadDim, T, false, true>;
-  else kernel = use_tma ? extend_sm90_kernel<kHeadDim, T, true, false> : extend_sm90_kernel<kHeadDim, T, false, false>;
+  if constexpr (kFp8) kernel = extend_sm90_kernel<kHeadDim, kWGs, T, false, true>;
+  else
+    kernel = use_tma ? extend_sm90_kernel<kHeadDim, kWGs, T, true, false>
+                     : extend_sm90_kernel<kHeadDim, kWGs, T, false, false>;
   const char* smem_err = opt_in_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem);
   if (smem_err != nullptr) return smem_err;
 #if MA_SM90_D128_MAXNREG > 0
@@ -90,13 +94,13 @@ const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
 #endif
   if (kv_splits == 1) {
     const int64_t grid = persistent_ctas > 0 ? persistent_ctas : blocks;
-    kernel<<<dim3(unsigned(grid)), dim3(Sm90Traits<kHeadDim>::kThreads), kSmem, stream>>>(args, 1, maps);
+    kernel<<<dim3(unsigned(grid)), dim3(Sm90Traits<kHeadDim, kWGs>::kThreads), kSmem, stream>>>(args, 1, maps);
     MA_RETURN_LAUNCH_STATUS();
   }
 #if defined(MA_CUDA)
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(unsigned(blocks * kv_splits));
-  config.blockDim = dim3(Sm90Traits<kHeadDim>::kThreads);
+  config.blockDim = dim3(Sm90Traits<kHeadDim, kWGs>::kThreads);
   config.dynamicSmemBytes = kSmem;
   config.stream = stream;
   cudaLaunchAttribute cluster;

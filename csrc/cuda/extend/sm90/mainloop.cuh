@@ -40,10 +40,10 @@ __device__ __forceinline__ void wgmma_wait() {
 // The consumers' role for one item of the CTA: every pass of its tile. tid / warp / lane: the
 // CTA's thread, warp (4..) and lane; ring: the ring and Q-slot positions over the CTA's items so
 // far; Ring: the instantiation's K and V slot counts (Sm90RingShape).
-template <int kHeadDim, typename T, bool kSwizzle, typename Ring>
+template <int kHeadDim, int kWGs, typename T, bool kSwizzle, typename Ring>
 __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T>& sm, const Sm90Work& w, int tid,
                                         int warp, int lane, Sm90Ring& ring) {
-  using Tr = Sm90Traits<kHeadDim>;
+  using Tr = Sm90Traits<kHeadDim, kWGs>;
   constexpr int D = kHeadDim;
   constexpr int BM = Tr::kBlockM;
   constexpr int BN = Tr::kBlockN;
@@ -258,9 +258,9 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
       const int ctid = tid - 128;
       const bool cut = w.cut >= 0;
       if (cut) {
-        if (!cut_part_done<kHeadDim>(args, sm, w, tid, o_acc, row_max, row_sum)) return;  // another part merges
+        if (!cut_part_done<kHeadDim, kWGs>(args, sm, w, tid, o_acc, row_max, row_sum)) return;  // another part merges
         if (split_rank != 0) {
-          const float4* src = cut_part_f4<kHeadDim>(args, w, 0, ctid);
+          const float4* src = cut_part_f4<kHeadDim, kWGs>(args, w, 0, ctid);
           const float4 ml = __ldcg(src + kNTilesO * kConsumerThreads);
           row_max[0] = ml.x, row_max[1] = ml.y, row_sum[0] = ml.z, row_sum[1] = ml.w;
 #pragma unroll
@@ -272,14 +272,14 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
       } else if (split_rank == 0) {
         kv_split_gather(sm);
       } else {
-        kv_split_hand_over<kHeadDim, T>(sm, w, tid, o_acc, row_max, row_sum);
+        kv_split_hand_over<kHeadDim, kWGs, T>(sm, w, tid, o_acc, row_max, row_sum);
         return;  // the partial is rank 0's now
       }
       {
         const float4* parked = reinterpret_cast<const float4*>(sm.q);
         for (int r = 1; r < kv_splits; ++r) {
-          const float4* src =
-              cut ? cut_part_f4<kHeadDim>(args, w, r, ctid) : parked + (r - 1) * kv_split_partial_f4<kHeadDim>() + ctid;
+          const float4* src = cut ? cut_part_f4<kHeadDim, kWGs>(args, w, r, ctid)
+                                  : parked + (r - 1) * kv_split_partial_f4<kHeadDim, kWGs>() + ctid;
           const float4 ml = cut ? __ldcg(src + kNTilesO * kConsumerThreads) : src[kNTilesO * kConsumerThreads];
           const float other_max[2] = {ml.x, ml.y}, other_sum[2] = {ml.z, ml.w};
           float mine_mul[2], other_mul[2];

@@ -46,14 +46,14 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 // over the CTA's items so far. kTma: interior K/V tiles by TMA (maps), swizzled tiles; else
 // cp.async only. kFp8: an fp8 e4m3 cache, each K/V tile copied as bytes into a staging tile and
 // widened (exactly) to T into the ring slot. After the last item: produce_drain.
-template <int kHeadDim, typename T, bool kTma, bool kFp8>
+template <int kHeadDim, int kWGs, typename T, bool kTma, bool kFp8>
 __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMaps& maps, const Sm90Smem<T>& sm,
                                         const Sm90Work& w, int tid, int warp, int lane, Sm90Ring& ring) {
-  using Tr = Sm90Traits<kHeadDim>;
+  using Tr = Sm90Traits<kHeadDim, kWGs>;
   constexpr int D = kHeadDim;
   constexpr int BM = Tr::kBlockM;
   constexpr int BN = Tr::kBlockN;
-  using Ring = Sm90RingShape<kHeadDim, kFp8>;
+  using Ring = Sm90RingShape<kHeadDim, kWGs, kFp8>;
   constexpr int kChunks = D / 8;          // 16-byte chunks per row
   constexpr int kQuads = kChunks / 4;     // a warp instruction writes 4 chunks of 8 rows
   constexpr bool kSwizzle = kTma || MA_SM90_SWIZZLE != 0;

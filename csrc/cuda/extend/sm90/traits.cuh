@@ -78,9 +78,9 @@ namespace mixed_attn::gpu::extend_detail {
 #define MA_SM90_D128_MAXNREG 0
 #endif
 #if MA_SM90_D128_MAXNREG > 0
-#define MA_SM90_KERNEL_BOUNDS(head_dim) __maxnreg__(Sm90Traits<head_dim>::kLaunchRegs)
+#define MA_SM90_KERNEL_BOUNDS(head_dim, wgs) __maxnreg__(Sm90Traits<head_dim, wgs>::kLaunchRegs)
 #else
-#define MA_SM90_KERNEL_BOUNDS(head_dim) __launch_bounds__(Sm90Traits<head_dim>::kThreads, 1)
+#define MA_SM90_KERNEL_BOUNDS(head_dim, wgs) __launch_bounds__(Sm90Traits<head_dim, wgs>::kThreads, 1)
 #endif
 
 template <int kBN, int kST, int kWGs, int kProducerRegsIf2, int kConsumerRegsIf2, int kMaxNreg = 0, int kKST = kST,
@@ -101,8 +101,8 @@ struct Sm90Shape {
   static_assert(128 * kProducerRegs + 128 * kWGs * kConsumerRegs <= (kMaxNreg > 0 ? kMaxNreg * kThreads : 65536),
                 "the roles' registers must fit the CTA's");
 };
-template <int kHeadDim> struct Sm90Traits;
-template <> struct Sm90Traits<64> : Sm90Shape<MA_SM90_D64_BN, MA_SM90_D64_ST, MA_SM90_D64_WGS, 56, 224> {};
+template <int kHeadDim, int kWGs> struct Sm90Traits;
+template <int kWGs> struct Sm90Traits<64, kWGs> : Sm90Shape<MA_SM90_D64_BN, MA_SM90_D64_ST, kWGs, 56, 224> {};
 // Lab overrides of the two-warpgroup register split at head dim 128 (with MA_SM90_D128_MAXNREG:
 // an extend CTA that leaves registers for a decode CTA on the same SM; docs/overlap_design.md).
 #ifndef MA_SM90_D128_PREGS2
@@ -111,18 +111,19 @@ template <> struct Sm90Traits<64> : Sm90Shape<MA_SM90_D64_BN, MA_SM90_D64_ST, MA
 #ifndef MA_SM90_D128_CREGS2
 #define MA_SM90_D128_CREGS2 224
 #endif
-template <> struct Sm90Traits<128>
-    : Sm90Shape<MA_SM90_D128_BN, MA_SM90_D128_ST, MA_SM90_D128_WGS, MA_SM90_D128_PREGS2, MA_SM90_D128_CREGS2,
-                MA_SM90_D128_MAXNREG, MA_SM90_D128_KST, MA_SM90_D128_VST> {};
-template <> struct Sm90Traits<256> : Sm90Shape<MA_SM90_D256_BN, MA_SM90_D256_ST, MA_SM90_D256_WGS, 40, 232> {};
+template <int kWGs>
+struct Sm90Traits<128, kWGs>
+    : Sm90Shape<MA_SM90_D128_BN, MA_SM90_D128_ST, kWGs, MA_SM90_D128_PREGS2, MA_SM90_D128_CREGS2, MA_SM90_D128_MAXNREG,
+                MA_SM90_D128_KST, MA_SM90_D128_VST> {};
+template <int kWGs> struct Sm90Traits<256, kWGs> : Sm90Shape<MA_SM90_D256_BN, MA_SM90_D256_ST, kWGs, 40, 232> {};
 
 // The K/V ring of an instantiation: kKSlots K tiles, then kVSlots V tiles, each slot behind a
 // full and an empty mbarrier. A 16-bit cache may have more K than V slots or the reverse (the
 // producer copies K(t) then V(t), and each waits for its own slot); an fp8 cache has kStages of
 // each (its staging tiles take the room).
-template <int kHeadDim, bool kFp8>
+template <int kHeadDim, int kWGs, bool kFp8>
 struct Sm90RingShape {
-  using Tr = Sm90Traits<kHeadDim>;
+  using Tr = Sm90Traits<kHeadDim, kWGs>;
   static constexpr int kKSlots = kFp8 ? Tr::kStages : Tr::kKStages16;
   static constexpr int kVSlots = kFp8 ? Tr::kStages : Tr::kVStages16;
   static_assert(kKSlots >= 2 && kVSlots >= 2, "the ring needs two slots of each");
@@ -141,10 +142,10 @@ constexpr int kSm90SmemDeclaredAlign = 128;
 // Dynamic shared memory of one CTA, in the order kernel.cuh carves it up. kFp8: an fp8 e4m3
 // cache, whose K/V tiles land as bytes in two staging tiles and are widened into the ring (cp.async
 // only: no TMA box pages).
-template <int kHeadDim, bool kFp8 = false>
+template <int kHeadDim, int kWGs, bool kFp8>
 constexpr int sm90_smem_bytes() {
-  using Tr = Sm90Traits<kHeadDim>;
-  using Ring = Sm90RingShape<kHeadDim, kFp8>;
+  using Tr = Sm90Traits<kHeadDim, kWGs>;
+  using Ring = Sm90RingShape<kHeadDim, kWGs, kFp8>;
   return Tr::kBlockM * kHeadDim * 2                                    // Q
          + (Ring::kKSlots + Ring::kVSlots) * Tr::kBlockN * kHeadDim * 2  // K and V slots
          + (kFp8 ? 2 * Tr::kBlockN * kHeadDim : 0)                     // fp8: two staging tiles of bytes
@@ -158,9 +159,9 @@ constexpr int sm90_smem_bytes() {
 // An instantiation fits an SM's 227 KB: the fp8 one with its staging tiles beside the ring (every
 // head dim; at 256 with 40 bytes to spare; the launch policy sends every fp8 cache to this kernel
 // on sm_90a), the 16-bit one with the ring shape chosen for it.
-template <int kHeadDim, bool kFp8>
+template <int kHeadDim, int kWGs, bool kFp8>
 constexpr bool sm90_fits() {
-  return sm90_smem_bytes<kHeadDim, kFp8>() <= 227 * 1024;
+  return sm90_smem_bytes<kHeadDim, kWGs, kFp8>() <= 227 * 1024;
 }
 
 // KV splits (CTAs of one cluster sharing a query tile): at most 2. Ranks 1.. park
@@ -168,12 +169,12 @@ constexpr bool sm90_fits() {
 // columns, plus one) in rank 0's Q + ring region, which has room for one partial
 // at every head dim (kv_split_merge.cuh). Three splits (room at head dim 64) measured
 // slower than two (benchmarks/RESULTS.md).
-template <int kHeadDim>
+template <int kHeadDim, int kWGs>
 constexpr int sm90_max_kv_splits() {
-  using Tr = Sm90Traits<kHeadDim>;
+  using Tr = Sm90Traits<kHeadDim, kWGs>;
   // The smaller ring of the two instantiations.
-  using R16 = Sm90RingShape<kHeadDim, false>;
-  using R8 = Sm90RingShape<kHeadDim, true>;
+  using R16 = Sm90RingShape<kHeadDim, kWGs, false>;
+  using R8 = Sm90RingShape<kHeadDim, kWGs, true>;
   constexpr int ring16 = R16::kKSlots + R16::kVSlots, ring8 = R8::kKSlots + R8::kVSlots;
   constexpr int ring_tiles = ring16 < ring8 ? ring16 : ring8;
   constexpr int region = Tr::kBlockM * kHeadDim * 2 + ring_tiles * Tr::kBlockN * kHeadDim * 2;
