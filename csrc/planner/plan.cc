@@ -458,11 +458,12 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   tiles.clear();
   tile_order.clear();
   const int32_t tt = policy.extend_tile_tokens;
-  // Keys a tile of row b starting at query q0 reads: its cost.
-  auto tile_cost = [&](int32_t b, int32_t q0) {
-    const int32_t ext = extend_len(b);
-    const int64_t keys = int64_t(in.seq_lens[b] - ext) + std::min(q0 + tt, ext);
-    return cfg.window_left >= 0 ? std::min<int64_t>(keys, int64_t(cfg.window_left) + tt) : keys;
+  // Keys a tile of row b starting at query q0 reads: its cost (tiles of `tile_tokens` queries: the
+  // policy's, or the other shape's in step 3e).
+  auto tile_cost = [&](int32_t b, int32_t q0, int32_t tile_tokens = 0) {
+    const int32_t ext = extend_len(b), t = tile_tokens > 0 ? tile_tokens : tt;
+    const int64_t keys = int64_t(in.seq_lens[b] - ext) + std::min(q0 + t, ext);
+    return cfg.window_left >= 0 ? std::min<int64_t>(keys, int64_t(cfg.window_left) + t) : keys;
   };
   for (int32_t b : extend_rows) {
     for (int32_t q0 = 0, ext = extend_len(b); q0 < ext; q0 += tt) {
@@ -605,14 +606,9 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     const int32_t alt_tt = alt_rows / alt_pack;
     std::vector<int32_t>& alt_keys = scratch.alt_keys;
     alt_keys.clear();
-    for (int32_t b : extend_rows) {
-      const int32_t ext = extend_len(b);
-      for (int32_t q0 = 0; q0 < ext; q0 += alt_tt) {
-        const int64_t keys = int64_t(in.seq_lens[b] - ext) + std::min(q0 + alt_tt, ext);
-        alt_keys.push_back(
-            int32_t(cfg.window_left >= 0 ? std::min<int64_t>(keys, int64_t(cfg.window_left) + alt_tt) : keys));
-      }
-    }
+    for (int32_t b : extend_rows)
+      for (int32_t q0 = 0, ext = extend_len(b); q0 < ext; q0 += alt_tt)
+        alt_keys.push_back(int32_t(tile_cost(b, q0, alt_tt)));
     std::sort(alt_keys.begin(), alt_keys.end(), [](int32_t x, int32_t y) { return x > y; });
     auto alt_tile_keys = [&](int64_t i) { return int64_t(alt_keys[i]); };
     const int64_t alt_n = int64_t(alt_keys.size()), alt_groups = cfg.num_qo_heads / alt_pack;
