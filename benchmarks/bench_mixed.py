@@ -675,7 +675,7 @@ def _us(v):
 SUMMARY_ROWS = ["ma_split", "ma_split_nopdl", "ma_split[g]", "ma_fold", "ma_auto", "ma_ext", "ma_dec", "ma_2s_dec1",
                 "ma_2s_ext1",
                 "tri_split", "tri_fold",
-                "torch_sdpa", "torch_batched", "fi_fa2_all", "fi_split", "fi_batchattn"]
+                "torch_sdpa", "torch_batched", "fi_fa2_all", "fi_split", "fi_batchattn", "fi_ext", "fi_dec"]
 
 
 def cell(res, name):

@@ -24,6 +24,7 @@ for v in "${list[@]}"; do
   # the default policy).
   pol=sm2,narrow,narrow_sm3,narrow_sm4
   [ -z "$v" ] && pol=sm2,narrow,narrow_sm3,narrow_sm4,det2048,det4096,det8192,graph
+  # The whole table into $OUT too (session 20 lost the first build's rows past the output window).
   timeout 200 python3 benchmarks/bench_decode.py --cases ${CASES:-F,H,L,G,F-p1} \
-    --policies $pol 2>&1 | grep -vE "^\s*$" | tail -44
+    --policies $pol 2>&1 | tee "$OUT/decode_${#v}.log" | grep -vE "^\s*$" | tail -44
 done
