@@ -2,8 +2,9 @@
 
 Needs a build with the kernel's timeline stamps (csrc/cuda/extend/sm90/timeline.cuh):
     NINJA_JOBS=16 bash scripts/build_inplace.sh "-DCMAKE_CUDA_FLAGS=-DMA_SM90_TIMELINE=1"
-    python3 tools/sm90_timeline.py [--cases P,B] [--persistent 1,0] [--json OUT.json]
-Per case and launch kind (persistent or one CTA per item) it runs the extend row once warm, reads
+    python3 tools/sm90_timeline.py [--cases P,B] [--persistent 1,0] [--rows 192,128] [--json OUT.json]
+Per case, launch kind (persistent or one CTA per item) and tile shape (the kernel's 192 or 128
+rows at head dim 128: extend_block_rows) it runs the extend row once warm, reads
 the records back through ctypes (ma_sm90_timeline_hd128 in _C.so), and prints, in microseconds,
 the median over items of each phase of the consumers and the producer:
     q_wait    consumer start -> the first pass's Q has landed
@@ -63,6 +64,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default="P,B,fold64")
     ap.add_argument("--persistent", default="1,0")
+    ap.add_argument("--rows", default="192", help="tile shapes (extend_block_rows) to time, e.g. 192,128")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     import mixed_attn
@@ -81,9 +83,9 @@ def main():
         ext, pre = CASES[name]
         b = make_batch(ext, pre, hq, hkv, d, 16, dtype=torch.bfloat16, device="cuda", seed=0, spare_pages=16)
         out = torch.empty_like(b.q)
-        for pers in (int(x) for x in args.persistent.split(",")):
+        for pers, rows_ in ((int(x), int(r)) for x in args.persistent.split(",") for r in args.rows.split(",")):
             info, meta = lib.plan(b.qo_indptr, b.kv_indptr, b.seq_lens, 16, hq, hkv, d, extend_kv_splits=1,
-                                  extend_persistent=pers)
+                                  extend_persistent=pers, extend_block_rows=rows_)
             for _ in range(3):
                 lib.run(info, meta, b.q, b.k_cache, b.v_cache, b.kv_indices, out)
             torch.cuda.synchronize()
@@ -118,11 +120,12 @@ def main():
                     prev_end = t["c_end"]
             span = (max(r.t[EVENTS.index("c_end")] for r in rows) - t0) / 1000.0
             med = {k: (statistics.median(v) if v else None) for k, v in phases.items()}
-            print(f"{name:7s} persistent={pers} ctas={len(per_cta):4d} items={len(rows):5d} span {span:8.1f} us  "
+            print(f"{name:7s} rows={rows_} persistent={pers} ctas={len(per_cta):4d} items={len(rows):5d} "
+                  f"span {span:8.1f} us  "
                   + "  ".join(f"{k} {v:.4f}" if k == "per_key" else f"{k} {v:.2f}" for k, v in med.items()
                               if v is not None), flush=True)
-            out_rows.append(dict(case=name, persistent=pers, ctas=len(per_cta), items=len(rows), span_us=span,
-                                 median=med))
+            out_rows.append(dict(case=name, rows=rows_, persistent=pers, ctas=len(per_cta), items=len(rows),
+                                 span_us=span, median=med))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out_rows, f, indent=1)
