@@ -22,6 +22,8 @@ Prints TFLOP/s and the fraction of the matmul rate per case and kernel:
   nc     the sm_90a kernel with extend_item_parts=1: the policy without cut items (auto may run
          a persistent launch's costliest items in parts, merged through the arena);
   c2, c3, c4 the sm_90a kernel with every item of a persistent launch in 2 / 3 / 4 parts;
+  r128, r192 the sm_90a kernel's 128-row / 192-row shape at head dim 128 (extend_block_rows; auto
+         takes 128 rows per step where its estimate finds them faster);
   cp     the sm_90a kernel with extend_tma=0: K/V tiles by cp.async only (auto takes TMA boxes for
          interior tiles of pages of 16 at head dims 128 and 256);
   mma    MIXED_ATTN_EXTEND_KERNEL=mma: the portable mma.sync kernel (extend/portable/kernel.cuh);
@@ -154,6 +156,8 @@ def case_fn(lib, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfloat16, 
         request = {"extend_item_parts": 1}
     elif kernel in ("c2", "c3", "c4"):  # every item of a persistent launch in 2 / 3 / 4 parts
         request = {"extend_item_parts": int(kernel[1])}
+    elif kernel in ("r128", "r192"):
+        request = {"extend_block_rows": int(kernel[1:])}
     elif kernel == "cp":
         request = {"extend_tma": 0}
     elif kernel == "tma":  # on request only (the policy copies K/V by cp.async)
@@ -189,7 +193,7 @@ def main():
     ap.add_argument("--fp8", action="store_true", help="also time the fp8-cache variant of each case")
     ap.add_argument("--json", default=None, help="write the rows here as JSON")
     ap.add_argument("--kernels", default="auto,mma,triton",
-                    help="comma list of auto, s1, s2, np, cp, tma, mma, triton, fa3, fa2")
+                    help="comma list of auto, s1, s2, np, nc, c2-c4, r128, r192, cp, tma, mma, triton, fa3, fa2")
     args = ap.parse_args()
     kernels = args.kernels.split(",")
     if os.environ.get("MA_EXTEND_LIB"):  # lab path: a variant library built by tools/extend_shim.py
