@@ -77,10 +77,11 @@ namespace mixed_attn::gpu::extend_detail {
 #ifndef MA_SM90_D128_MAXNREG
 #define MA_SM90_D128_MAXNREG 0
 #endif
+// The traits in parentheses: HIP's __launch_bounds__ macro counts its arguments, commas included.
 #if MA_SM90_D128_MAXNREG > 0
-#define MA_SM90_KERNEL_BOUNDS(head_dim, wgs) __maxnreg__(Sm90Traits<head_dim, wgs>::kLaunchRegs)
+#define MA_SM90_KERNEL_BOUNDS(head_dim, wgs) __maxnreg__((Sm90Traits<head_dim, wgs>::kLaunchRegs))
 #else
-#define MA_SM90_KERNEL_BOUNDS(head_dim, wgs) __launch_bounds__(Sm90Traits<head_dim, wgs>::kThreads, 1)
+#define MA_SM90_KERNEL_BOUNDS(head_dim, wgs) __launch_bounds__((Sm90Traits<head_dim, wgs>::kThreads), 1)
 #endif
 
 template <int kBN, int kST, int kWGs, int kProducerRegsIf2, int kConsumerRegsIf2, int kMaxNreg = 0, int kKST = kST,
