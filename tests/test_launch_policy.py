@@ -349,6 +349,9 @@ def test_sm90_128_row_shape_where_the_estimate_finds_it_faster():
     info = plan(H200, [4096], [4096], extend_block_rows=128)
     assert rows(info) == 128 and field(info, "num_extend_tiles") == 128
     assert rows(plan(H200, *j, extend_block_rows=192)) == 192
+    # A graph-safe plan takes the shape the wrapper fixes (its bucket's tiles are of that shape).
+    info = plan(H200, *j, extend_block_rows=128, **graph)
+    assert rows(info) == 128 and field(info, "graph_safe") == 1
     assert rows(plan(H200, [4096], [4096], d=256, hq=16, extend_block_rows=128)) == 128
     # Shapes the kernel does not have are refused, naming the argument and the shapes there are.
     with pytest.raises(RuntimeError, match=r"extend_block_rows=160: the sm90 extend kernel at head dim 128 has "
@@ -374,3 +377,11 @@ def test_metadata_capacity_counts_the_smaller_shape():
 
     assert min_tile() == 32 and min_tile(kv_fp8=1) == 48 and min_tile(deterministic=1) == 32
     assert min_tile(extend_block_rows=192) == 48 and min_tile(extend_block_rows=128) == 32
+    # plan_info.meta_capacity (the wrapper's and OpExtend's buffers): those tiles, and a counter
+    # per item where the policy may cut items (head groups 32 / 4).
+    from mixed_attn.plan_info import meta_capacity
+
+    cap = torch.ops.mixed_attn.plan_meta_capacity
+    assert meta_capacity(make_config("cpu", 16, 32, 8, 128, **H200), 3, 1000) == cap(3, 1000, 32, 8)
+    assert meta_capacity(make_config("cpu", 16, 32, 8, 128, **H200, kv_fp8=1), 3, 1000) == cap(3, 1000, 48, 8)
+    assert meta_capacity(make_config("cpu", 16, 32, 8, 128, **H200, extend_item_parts=1), 3, 1000) == cap(3, 1000, 32)

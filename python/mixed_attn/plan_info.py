@@ -57,6 +57,16 @@ def make_config(device, page_size, num_qo_heads, num_kv_heads, head_dim, num_sms
     return [int(values[name]) for name in CONFIG_FIELDS]
 
 
+def meta_capacity(config, max_rows, max_tokens):
+    """Entries of a metadata buffer that holds every plan of this config's launch policy up to
+    max_rows rows and max_tokens tokens: the tiles of the smallest shape a step may take
+    (launch_policy's last entry) and, where the policy may cut extend items, a counter per item."""
+    policy = torch.ops.mixed_attn.launch_policy(config)
+    pack, max_parts, min_tile = int(policy[2]), int(policy[10]), int(policy[11])
+    head_groups = config[CONFIG_INDEX["num_qo_heads"]] // pack if max_parts > 1 else 0
+    return int(torch.ops.mixed_attn.plan_meta_capacity(max_rows, max_tokens, min_tile, head_groups))
+
+
 def field(info, name):
     """Value of one named field of a plan_info list."""
     return int(info[INDEX[name]])

@@ -217,12 +217,9 @@ class OpExtend:
         return self._plan(qo, kv, sl, cfg)
 
     def _plan(self, qo, kv, sl, cfg):
-        from .plan_info import CONFIG_INDEX
+        from .plan_info import meta_capacity
 
-        policy = torch.ops.mixed_attn.launch_policy(cfg)
-        tile_tokens = int(policy[11])  # the smallest tile a plan of this policy may take
-        head_groups = cfg[CONFIG_INDEX["num_qo_heads"]] // int(policy[2]) if policy[10] > 1 else 0
-        cap = torch.ops.mixed_attn.plan_meta_capacity(sl.numel(), int(qo[-1]), tile_tokens, head_groups)
+        cap = meta_capacity(cfg, sl.numel(), int(qo[-1]))
         meta = torch.zeros(cap, dtype=torch.int32)
         info = torch.ops.mixed_attn.plan(qo, kv, sl, meta, cfg)
         return info, meta.to(self.device)

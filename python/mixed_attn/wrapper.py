@@ -195,7 +195,7 @@ class MixedAttention:
         self.cuda_graph = bool(cuda_graph)
         self.num_sms = self._config[_pi.CONFIG_INDEX["num_sms"]]
         (kernel, rows, pack, tile, tma, dkernel, graph_tiles,
-         graph_partials, dmq, persistent, max_parts, min_tile) = torch.ops.mixed_attn.launch_policy(self._config)
+         graph_partials, dmq, persistent, max_parts, _) = torch.ops.mixed_attn.launch_policy(self._config)
         self.launch_policy = {
             "extend_kernel": _pi.EXTEND_KERNEL_NAMES[kernel], "extend_block_rows": rows,
             "extend_pack": pack, "extend_tile_tokens": tile, "extend_tma": bool(tma),
@@ -203,8 +203,6 @@ class MixedAttention:
             "decode_kernel": _pi.DECODE_KERNEL_NAMES[dkernel], "decode_max_q": dmq}
         self.decode_max_q = dmq
         self.extend_tile_tokens = tile
-        # The metadata holds the tiles of the smallest shape a step may take (step 3e of the plan).
-        self._meta_tile_tokens = min_tile
         if self.cuda_graph:
             self.launch_policy.update(graph_max_tiles=graph_tiles, graph_max_partials=graph_partials)
 
@@ -244,11 +242,9 @@ class MixedAttention:
 
     # -- buffers ---------------------------------------------------------------------------
     def _alloc_meta(self, max_batch, max_tokens):
-        # Room for the counters of cut extend items where the policy may cut them.
-        cuts = self.launch_policy["extend_max_item_parts"] > 1
-        cap = torch.ops.mixed_attn.plan_meta_capacity(
-            max_batch, max_tokens, self._meta_tile_tokens,
-            self.num_qo_heads // self.launch_policy["extend_pack"] if cuts else 0)
+        # Room for the tiles of the smallest shape a step may take and for the counters of cut
+        # extend items where the policy may cut them.
+        cap = _pi.meta_capacity(self._config, max_batch, max_tokens)
         pin = self.device.type == "cuda"
         # Two pinned host buffers used in turn (plan_upload keeps the event of each one's last
         # copy), so a plan never overwrites host memory that a still queued copy reads from.
