@@ -22,7 +22,12 @@ policy sm2; floor/time against copy | read-only):
 The "bal" rows above came from a planner experiment (equal split lengths) that the planner does
 not have; they are kept as notes for the policy work.
 
-Usage: python benchmarks/bench_decode.py [--cases H,L,F,G] [--policies sm2,det2048] [--json out.json]
+With --phases, each of our rows also prints its kernels' mean GPU times (torch.profiler over 20
+calls: stage 1, the merge) and what the CUDA-event time holds beyond their sum (launch gaps,
+ramp-up and tail between them): where a case's distance to its floor goes (issue 15: F).
+
+Usage: python benchmarks/bench_decode.py [--cases H,L,F,G] [--policies sm2,det2048] [--phases]
+       [--json out.json]
 """
 
 import argparse
@@ -112,6 +117,23 @@ def time_ms(fn, warmup=10, iters=50):
     return statistics.median(times)
 
 
+def kernel_phases(fn, n=20):
+    """Mean GPU time (us) of each kernel one call of fn launches: torch.profiler over n calls."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            fn()
+        torch.cuda.synchronize()
+    total = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            total[e.name] = total.get(e.name, 0.0) + e.device_time
+    return {name: us / n for name, us in total.items()}
+
+
 def ceilings():
     c = measure_ceilings("cuda")
     return c["copy_tbs"] * 1e12, c["read_tbs"] * 1e12
@@ -128,6 +150,8 @@ def main():
     ap.add_argument("--cases", default="H,L,F,G")
     ap.add_argument("--policies", default=",".join(n for n, _ in POLICIES) + ",fi",
                     help="comma list of the policies below, and fi for FlashInfer's decode")
+    ap.add_argument("--phases", action="store_true",
+                    help="also print each of our rows' kernels' GPU times (torch.profiler)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -146,6 +170,11 @@ def main():
         lse = torch.empty(q.shape[0], c["Hq"], device="cuda")
         def record(pname, plan, fn):
             t = time_ms(fn)
+            if args.phases and pname != "triton":
+                phases = kernel_phases(fn)
+                rest = t * 1e3 - sum(phases.values())
+                print(f"{name:2s} {pname:8s} kernels: " + "; ".join(f"{k[:48]} {v:.1f} us" for k, v in phases.items())
+                      + f"; beyond their sum {rest:.1f} us", flush=True)
             r = dict(case=name, policy=pname, splits=plan.max_splits, partials=plan.num_partials,
                      ms=t, tbps=kv_bytes / (t * 1e-3) / 1e12,
                      frac_copy=kv_bytes / copy_bw / (t * 1e-3), frac_read=kv_bytes / read_bw / (t * 1e-3))
