@@ -24,6 +24,7 @@ struct ExtendArgs {
 #if MA_SM90_LAB_STREAM
   int lab_stream_copies;       // lab probe (sm90/lab_stream.cuh): copies per K/V tile ...
   uint32_t lab_stream_chunk_mask;  // ... from the K cache's first (mask + 1) chunks
+  int lab_stream_nonblocking;      // ... and 1: a busy slot drops the tile's remaining copies
 #endif
 };
 
@@ -42,6 +43,7 @@ inline ExtendArgs make_extend_args(const AttentionCommon& a, int block_rows, flo
 #if MA_SM90_LAB_STREAM
   args.lab_stream_copies = 0;
   args.lab_stream_chunk_mask = 0;
+  args.lab_stream_nonblocking = 0;
 #endif
   return args;
 }

@@ -31,3 +31,6 @@ template const char* launch_extend_sm90_impl<128, extend_sm90_wgs(128), ma_half,
 #if MA_SM90_TIMELINE && !defined(MA_NO_EXTEND_SM90)
 MA_SM90_TIMELINE_EXPORT(ma_sm90_timeline_hd128)
 #endif
+#if MA_SM90_LAB_STREAM && !defined(MA_NO_EXTEND_SM90) && defined(MA_CUDA)
+MA_LAB_STREAM_EXPORT(ma_lab_stream_issued)  // lab probe: tools/lab_stream_probe.py
+#endif

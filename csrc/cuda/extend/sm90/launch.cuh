@@ -60,6 +60,7 @@ const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
   }
 #if MA_SM90_LAB_STREAM
   if (const char* copies = std::getenv("MA_LAB_STREAM_COPIES")) args.lab_stream_copies = std::atoi(copies);
+  if (const char* nb = std::getenv("MA_LAB_STREAM_NONBLOCK")) args.lab_stream_nonblocking = std::atoi(nb) != 0;
   const int64_t lab_chunks = a.num_pages * a.k_stride_page * int64_t(sizeof(T)) / kLabStreamBytes;
   if (lab_chunks < 1 || lab_chunks >= (int64_t(1) << 31)) return "extend: lab stream probe: cache size out of range";
   uint32_t lab_pow2 = 1;

@@ -317,9 +317,12 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
 #if MA_SM90_LAB_STREAM
         if constexpr (lab_stream_on<kHeadDim, kFp8>())
           if (tid == 0)
-            for (int c = 0; c < args.lab_stream_copies; ++c)
-              lab_stream_copy(a.k_cache, args.lab_stream_chunk_mask, sm.lab_stream, sm.lab_stream_full,
-                              ring.lab_stream++);
+            for (int c = 0; c < args.lab_stream_copies; ++c) {
+              if (!lab_stream_copy(a.k_cache, args.lab_stream_chunk_mask, sm.lab_stream, sm.lab_stream_full,
+                                   ring.lab_stream, args.lab_stream_nonblocking != 0))
+                break;  // its slot is busy: the tile's remaining copies are dropped
+              ++ring.lab_stream;
+            }
 #endif
       }
     }
