@@ -109,6 +109,10 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
   } else {
     p.extend_pack = pack_factor(group_size, p.extend_block_rows);
     p.extend_tile_tokens = p.extend_block_rows / p.extend_pack;
+    if (p.extend_alt_block_rows > 0) {
+      p.extend_alt_pack = pack_factor(group_size, p.extend_alt_block_rows);
+      p.extend_alt_tile_tokens = p.extend_alt_block_rows / p.extend_alt_pack;
+    }
   }
 
   // TMA for the sm_90a kernel's interior K/V tiles (one tensor copy per 16 keys of a page, so

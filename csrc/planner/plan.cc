@@ -601,9 +601,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   // nor where the request fixes the launch (KV split, item parts, persistence).
   if (policy.extend_alt_block_rows > 0 && !cfg.deterministic && !cfg.graph_safe && Nt > 0 && extend_us > 0.0 &&
       forced == 0 && !policy.extend_item_parts_fixed && persistence == Persistence::kIfFaster) {
-    const int32_t alt_rows = policy.extend_alt_block_rows;
-    const int32_t alt_pack = pack_factor(group, alt_rows);
-    const int32_t alt_tt = alt_rows / alt_pack;
+    const int32_t alt_rows = policy.extend_alt_block_rows, alt_tt = policy.extend_alt_tile_tokens;
     std::vector<int32_t>& alt_keys = scratch.alt_keys;
     alt_keys.clear();
     for (int32_t b : extend_rows)
@@ -611,7 +609,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
         alt_keys.push_back(int32_t(tile_cost(b, q0, alt_tt)));
     std::sort(alt_keys.begin(), alt_keys.end(), [](int32_t x, int32_t y) { return x > y; });
     auto alt_tile_keys = [&](int64_t i) { return int64_t(alt_keys[i]); };
-    const int64_t alt_n = int64_t(alt_keys.size()), alt_groups = cfg.num_qo_heads / alt_pack;
+    const int64_t alt_n = int64_t(alt_keys.size()), alt_groups = cfg.num_qo_heads / policy.extend_alt_pack;
     const double alt_key_us = std::max(key_us * double(alt_rows) / policy.extend_block_rows * kExtendTwoWgKeyFactor,
                                        extend_key_us(alt_rows, cfg.head_dim, false));
     double alt_us = 0.0;

@@ -44,22 +44,19 @@ std::vector<int64_t> launch_policy_op(c10::IntArrayRef config) {
     err = graph_bounds(cfg, p, &g);
     TORCH_CHECK(err.empty(), "mixed_attn: ", err);
   }
-  return {int64_t(p.extend_kernel),
-          p.extend_block_rows,
-          p.extend_pack,
-          p.extend_tile_tokens,
-          p.extend_tma ? 1 : 0,
-          int64_t(p.decode_kernel),
-          g.max_tiles,
-          g.max_partials,
-          p.decode_max_q,
-          p.extend_persistent ? 1 : 0,
-          p.extend_max_item_parts,
-          p.extend_alt_block_rows > 0
-              ? std::min<int64_t>(
-                    p.extend_tile_tokens,
-                    p.extend_alt_block_rows / pack_factor(cfg.num_qo_heads / cfg.num_kv_heads, p.extend_alt_block_rows))
-              : p.extend_tile_tokens};
+  return {
+      int64_t(p.extend_kernel),
+      p.extend_block_rows,
+      p.extend_pack,
+      p.extend_tile_tokens,
+      p.extend_tma ? 1 : 0,
+      int64_t(p.decode_kernel),
+      g.max_tiles,
+      g.max_partials,
+      p.decode_max_q,
+      p.extend_persistent ? 1 : 0,
+      p.extend_max_item_parts,
+      p.extend_alt_block_rows > 0 ? std::min(p.extend_tile_tokens, p.extend_alt_tile_tokens) : p.extend_tile_tokens};
 }
 
 std::vector<std::string> plan_field_names_op(c10::string_view which) {

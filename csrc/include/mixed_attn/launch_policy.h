@@ -84,6 +84,8 @@ struct LaunchPolicy {
   int32_t extend_alt_block_rows = 0;  // sm_90a, head dim 128, 16-bit cache: the kernel's other
                                       // shape, which a step takes where the estimate finds it
                                       // faster (plan.cc, step 3e); 0: none or fixed by the request
+  int32_t extend_alt_pack = 1;        // ... its q heads per tile, and its query tokens per tile:
+  int32_t extend_alt_tile_tokens = 0; // extend_alt_block_rows / extend_alt_pack
   int32_t extend_pack = 1;          // q heads of one KV head packed into a CTA's rows
   int32_t extend_tile_tokens = 16;  // query tokens per extend tile: block_rows / pack
   int32_t extend_max_kv_splits = 1; // CTAs that may share one query tile (sm_90a: 2)
