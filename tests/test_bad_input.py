@@ -202,3 +202,19 @@ def test_a_forced_cut_the_metadata_buffer_cannot_count_is_refused():
     with pytest.raises(RuntimeError, match=r"extend_item_parts=3: the plan's 176 cut items need .*head_groups"):
         torch.ops.mixed_attn.plan(qo, kv, sl, meta, cfg)
     assert (meta == 7).all()
+
+
+def test_a_tile_shape_the_kernel_lacks_is_refused():
+    # extend_block_rows names a tile the kernel has (192 or 128 rows on the sm_90a kernel at head
+    # dim 128 with a 16-bit cache): another is an error naming the argument and the shapes there
+    # are, before the metadata buffer is written; the wrapper refuses it when it is made.
+    h200 = dict(device_kind=1, device_arch=90, num_sms=132, device_sm90_extend=1, device_tma_encoder=1)
+    qo, kv, sl = (torch.tensor(x, dtype=torch.int32) for x in ([0, 64], [0, 8], [120]))
+    meta = torch.full((torch.ops.mixed_attn.plan_meta_capacity(1, 64, 32),), 7, dtype=torch.int32)
+    for rows, fp8, shapes in ((160, 0, "192 or 128"), (128, 1, "192")):
+        cfg = make_config("cpu", 16, 32, 8, 128, mode=1, extend_block_rows=rows, kv_fp8=fp8, **h200)
+        with pytest.raises(RuntimeError, match=rf"extend_block_rows={rows}: .* has tiles of {shapes} rows"):
+            torch.ops.mixed_attn.plan(qo, kv, sl, meta, cfg)
+        assert (meta == 7).all()
+    with pytest.raises(RuntimeError, match=r"extend_block_rows=160: the cpu extend kernel"):
+        MixedAttention(Hq, Hkv, D, PAGE, device="cpu", max_batch=8, max_tokens=64, extend_block_rows=160)

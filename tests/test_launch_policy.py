@@ -385,3 +385,17 @@ def test_metadata_capacity_counts_the_smaller_shape():
     assert meta_capacity(make_config("cpu", 16, 32, 8, 128, **H200), 3, 1000) == cap(3, 1000, 32, 8)
     assert meta_capacity(make_config("cpu", 16, 32, 8, 128, **H200, kv_fp8=1), 3, 1000) == cap(3, 1000, 48, 8)
     assert meta_capacity(make_config("cpu", 16, 32, 8, 128, **H200, extend_item_parts=1), 3, 1000) == cap(3, 1000, 32)
+
+
+def test_the_other_shape_falls_back_where_the_metadata_cannot_hold_it():
+    # Step 3e plans the 128-row shape only where that plan fits the caller's metadata buffer: a
+    # row of 40 tokens is one 192-row tile but two 128-row ones, so a buffer sized exactly for the
+    # 192-row plan gets that plan (not an error), and a larger one the 128-row plan.
+    ext, pre = [32] * 64 + [40], [2048] * 64 + [100]
+    big = plan(H200, ext, pre)
+    exact = field(plan(H200, ext, pre, extend_block_rows=192), "meta_len")
+    assert field(big, "extend_block_rows") == 128 and field(big, "meta_len") > exact
+    meta = torch.zeros(exact, dtype=torch.int32)
+    info = torch.ops.mixed_attn.plan(*batch_indptrs(ext, pre, 16, tensors=True), meta,
+                                     make_config("cpu", 16, 32, 8, 128, **H200))
+    assert field(info, "extend_block_rows") == 192 and field(info, "num_extend_tiles") == 65
