@@ -41,7 +41,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "python"))
-from common import last_page_lens, measure_ceilings  # noqa: E402
+from common import kernel_us, last_page_lens, measure_ceilings  # noqa: E402
 from mixed_attn.plan_info import field  # noqa: E402
 from mixed_attn.testing import OpPlan, make_batch, op_forward  # noqa: E402
 
@@ -117,23 +117,6 @@ def time_ms(fn, warmup=10, iters=50):
     return statistics.median(times)
 
 
-def kernel_phases(fn, n=20):
-    """Mean GPU time (us) of each kernel one call of fn launches: torch.profiler over n calls."""
-    from torch.profiler import ProfilerActivity, profile
-
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(n):
-            fn()
-        torch.cuda.synchronize()
-    total = {}
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            total[e.name] = total.get(e.name, 0.0) + e.device_time
-    return {name: us / n for name, us in total.items()}
-
-
 def ceilings():
     c = measure_ceilings("cuda")
     return c["copy_tbs"] * 1e12, c["read_tbs"] * 1e12
@@ -171,7 +154,7 @@ def main():
         def record(pname, plan, fn):
             t = time_ms(fn)
             if args.phases and pname != "triton":
-                phases = kernel_phases(fn)
+                phases = kernel_us(fn)
                 rest = t * 1e3 - sum(phases.values())
                 print(f"{name:2s} {pname:8s} kernels: " + "; ".join(f"{k[:48]} {v:.1f} us" for k, v in phases.items())
                       + f"; beyond their sum {rest:.1f} us", flush=True)

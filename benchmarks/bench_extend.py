@@ -51,7 +51,7 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 from mixed_attn.testing import OpExtend, make_batch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import last_page_lens  # noqa: E402
+from common import kernel_us, last_page_lens  # noqa: E402
 
 # name: (new tokens, prefix, Hq, Hkv, D)
 CASES = {
@@ -100,19 +100,6 @@ def host_us(fn, n=200):
     took = time.perf_counter() - start
     torch.cuda.synchronize()
     return took / n * 1e6
-
-
-def kernel_ms(fn, n=20):
-    """GPU time of one call's kernels (summed durations from torch.profiler, mean over n calls)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(n):
-            fn()
-        torch.cuda.synchronize()
-    us = sum(e.device_time for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
-    return us / n / 1e3
 
 
 def matmul_tflops(n=8192):
@@ -184,7 +171,7 @@ def run_case(lib, name, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfl
     ms = bench_ms(fn)
     pairs = sum(prefix + i + 1 for i in range(ext))
     flops = 4 * d * hq * pairs
-    return ms, flops / ms / 1e9, host_us(fn), kernel_ms(fn)
+    return ms, flops / ms / 1e9, host_us(fn), sum(kernel_us(fn).values()) / 1e3
 
 
 def main():

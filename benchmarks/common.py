@@ -320,6 +320,24 @@ def reference_output(step, sm_scale=None, max_elems=1 << 27):
     return out
 
 
+def kernel_us(fn, n=20):
+    """Mean GPU time (us) of each kernel one call of fn launches, by kernel name: torch.profiler
+    over n calls after one warm call (launch gaps are not in it)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            fn()
+        torch.cuda.synchronize()
+    total = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            total[e.name] = total.get(e.name, 0.0) + e.device_time
+    return {name: us / n for name, us in total.items()}
+
+
 def rel_err(out, ref):
     """||out - ref|| / ||ref|| in fp32 (NaN when out holds NaN: an unwritten element)."""
     o = out.float()
