@@ -90,11 +90,16 @@ ROW_HELP.update({f"ma_part{k}": f"mixed_attn, extend persistent on all SMs but {
 # Programmatic dependent launches (the policy's default on compute capability 9.0+) against
 # ordinary ones, same process (opt-in row, --rows ma_split,ma_split_nopdl).
 ROW_HELP["ma_split_nopdl"] = "mixed_attn split dispatch, ordinary launches (pdl=False)"
-OPT_IN_ROWS = [f"ma_part{k}" for k in PARTITION_SMS] + ["ma_split_nopdl"]
+# The extend half in one tile shape of the head-dim-128 Hopper kernel (opt-in rows, --rows
+# ma_ext_r128,ma_ext_r192): what the planner's choice between them (plan.cc step 3e) is fitted on.
+EXTEND_SHAPE_ROWS = {"ma_ext_r128": 128, "ma_ext_r192": 192}
+ROW_HELP.update({n: f"mixed_attn, extend rows alone, {r}-row tiles forced" for n, r in EXTEND_SHAPE_ROWS.items()})
+OPT_IN_ROWS = [f"ma_part{k}" for k in PARTITION_SMS] + ["ma_split_nopdl", *EXTEND_SHAPE_ROWS]
 # FlashInfer's whole-step rows: the fastest measured one is "FI best" in the summary.
 FI_WHOLE_STEP_ROWS = ["fi_split", "fi_fa2_all", "fi_batchattn"]
 # Rows that time only part of the step: their %floor is against that part's own floor.
-PARTIAL_ROWS = {"ma_ext": "extend", "ma_dec": "decode", "fi_ext": "extend", "fi_dec": "decode"}
+PARTIAL_ROWS = {"ma_ext": "extend", "ma_dec": "decode", "fi_ext": "extend", "fi_dec": "decode",
+                **{n: "extend" for n in EXTEND_SHAPE_ROWS}}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -430,6 +435,8 @@ def builders(ctx):
         "fi_dec": (lambda s: build_flashinfer(ctx, s, "fi_dec"), False),
         "fi_split": (lambda s: build_flashinfer(ctx, s, "fi_split"), False),
         **{f"ma_part{k}": ((lambda k: lambda s: build_partitioned(ctx, s, k))(k), False) for k in PARTITION_SMS},
+        **{n: ((lambda r: lambda s: build_ma(ctx, s, "split", "extend", extend_block_rows=r))(r), False)
+           for n, r in EXTEND_SHAPE_ROWS.items()},
     }
 
 
