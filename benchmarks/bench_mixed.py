@@ -94,7 +94,13 @@ ROW_HELP["ma_split_nopdl"] = "mixed_attn split dispatch, ordinary launches (pdl=
 # ma_ext_r128,ma_ext_r192): what the planner's choice between them (plan.cc step 3e) is fitted on.
 EXTEND_SHAPE_ROWS = {"ma_ext_r128": 128, "ma_ext_r192": 192}
 ROW_HELP.update({n: f"mixed_attn, extend rows alone, {r}-row tiles forced" for n, r in EXTEND_SHAPE_ROWS.items()})
-OPT_IN_ROWS = [f"ma_part{k}" for k in PARTITION_SMS] + ["ma_split_nopdl", *EXTEND_SHAPE_ROWS]
+# Every extend row cut into decode-class rows of at most Q new tokens (opt-in rows, --rows
+# ma_sliced8,ma_sliced16): the whole step on the decode kernels, no extend launch (issue 14: can
+# the decode launch absorb a short extend half that the split step runs after it?).
+SLICED_ROWS = {"ma_sliced8": 8, "ma_sliced16": 16}
+ROW_HELP.update({n: f"mixed_attn split, every row cut into rows of <= {q} new tokens (all decode-class)"
+                 for n, q in SLICED_ROWS.items()})
+OPT_IN_ROWS = [f"ma_part{k}" for k in PARTITION_SMS] + ["ma_split_nopdl", *EXTEND_SHAPE_ROWS, *SLICED_ROWS]
 # FlashInfer's whole-step rows: the fastest measured one is "FI best" in the summary.
 FI_WHOLE_STEP_ROWS = ["fi_split", "fi_fa2_all", "fi_batchattn"]
 # Rows that time only part of the step: their %floor is against that part's own floor.
@@ -437,6 +443,8 @@ def builders(ctx):
         **{f"ma_part{k}": ((lambda k: lambda s: build_partitioned(ctx, s, k))(k), False) for k in PARTITION_SMS},
         **{n: ((lambda r: lambda s: build_ma(ctx, s, "split", "extend", extend_block_rows=r))(r), False)
            for n, r in EXTEND_SHAPE_ROWS.items()},
+        **{n: ((lambda q: lambda s: build_ma(ctx, s.sliced(q), "split", decode_max_q=q))(q), False)
+           for n, q in SLICED_ROWS.items()},
     }
 
 

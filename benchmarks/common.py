@@ -255,6 +255,31 @@ class Step:
     def extend_part(self):
         return self.sub(0, self.num_extend_rows) if self.num_extend_rows else None
 
+    def sliced(self, max_q):
+        """The same attention with every row of more than max_q new tokens cut into rows of at most
+        max_q (consecutive query tokens; chunk j of a row over prefix p sees p + its end keys, the
+        first pages of the row's own page list): every row decode-class, same q, same out layout.
+        A row of e new tokens is the same attention as its chunks, since chunk j's tokens are
+        causal over the keys before them (issue 14: an extend half served by the decode kernel)."""
+        qo, kv, P = self.qo_indptr.tolist(), self.kv_indptr.tolist(), self.page_size
+        pages = self.kv_indices.cpu()
+        new_qo, new_kv, new_seq, new_rows, new_pages = [0], [0], [], [], []
+        for b, (p, e) in enumerate(self.rows):
+            for c0 in range(0, max(e, 1), max_q) if e > max_q else [0]:
+                c1 = min(e, c0 + max_q) if e > max_q else e
+                seq = p + c1
+                n = -(-seq // P)
+                new_pages.append(pages[kv[b]:kv[b] + n])
+                new_qo.append(new_qo[-1] + (c1 - c0))
+                new_kv.append(new_kv[-1] + n)
+                new_seq.append(seq)
+                new_rows.append((p + c0, c1 - c0))
+            assert new_qo[-1] == qo[b + 1]
+        i32 = dict(dtype=torch.int32)
+        return Step(self.case, self.q, self.k, self.v, self.k_cache, self.v_cache,
+                    torch.cat(new_pages).to(self.kv_indices.device), torch.tensor(new_qo, **i32),
+                    torch.tensor(new_kv, **i32), torch.tensor(new_seq, **i32), P, new_rows)
+
     def decode_part(self):
         n = len(self.rows)
         return self.sub(self.num_extend_rows, n) if n > self.num_extend_rows else None
