@@ -8,7 +8,8 @@ OUT=${OUT:-/tmp/mixed_attn_out}; mkdir -p "$OUT"; export PYTHONPATH=$PWD/python
 L=$OUT/racecheck.log
 timeout 240 compute-sanitizer --tool racecheck python3 -m pytest -q -p no:cacheprovider tests -k sanitize -rA > $L 2>&1
 { grep -E "RACECHECK SUMMARY|passed|failed" $L | tail -3
-  echo "--- sites"; grep -oE "(Write|Read) access at [^ ]+\+0x[0-9a-f]+ in [^ ]+:[0-9]+" $L | sed -E 's/\+0x[0-9a-f]+//' | sort | uniq -c | sort -rn
+  echo "--- sites"; grep -E "access at" $L | sed -E 's/ and (Write|Read)/\n\1/g' \
+    | grep -oE "(Write|Read) access at .*\+0x[0-9a-f]+ in [^ ]+:[0-9]+" | sed -E 's/\+0x[0-9a-f]+//' | sort | uniq -c | sort -rn
   echo "--- message kinds"; grep -oE "=========  *[A-Z][a-z]+[^(]*" $L | sed -E 's/0x[0-9a-f]+//g' | sort | uniq -c | sort -rn | head -20
   echo "--- context"; grep -m3 -B2 -A8 "Potential invalid" $L
   echo "--- tests with reports"; grep -E "^tests/.*(PASSED|FAILED)" $L | head -120; } > $OUT/racecheck_sites.txt
