@@ -19,7 +19,7 @@ def _mode(info):
 # few short decode rows (fold 117 us vs split 177 us a layer at the old KV-split rule), and
 # steps whose decode half is large or long (split 2-5x faster).
 # Case G (head dim 256, session 9: split 0.650 ms, fold 0.757): there an extend CTA's key costs
-# its K/V copy, not its math (step_cost.h, extend_key_us); without that the estimate put fold
+# its K/V copy, not its math (step_cost.h, extend_item_cost); without that the estimate put fold
 # first (601 us against split's 635).
 @pytest.mark.parametrize("ext,pre,want,heads", [
     ([2048] + [1] * 8, [0] + [255] * 8, MODE_FOLD, (32, 8, 128)),

@@ -140,8 +140,8 @@ int64_t row_splits(int64_t keys, int64_t chunk, int64_t align, const PlanConfig&
 // the persistent one.
 enum class Persistence { kNever, kAlways, kIfFaster };
 template <typename Keys>
-int fastest_kv_splits(const Keys& keys, int64_t n, int64_t head_groups, int lo, int hi, int num_sms, double key_us,
-                      Persistence persistent, bool* chosen_persistent, double* launch_us) {
+int fastest_kv_splits(const Keys& keys, int64_t n, int64_t head_groups, int lo, int hi, int num_sms,
+                      const ExtendItemCost& cost, Persistence persistent, bool* chosen_persistent, double* launch_us) {
   thread_local std::vector<double> loads;  // the persistent estimate's per-CTA loads
   int best = lo;
   double best_us = -1.0;
@@ -152,7 +152,7 @@ int fastest_kv_splits(const Keys& keys, int64_t n, int64_t head_groups, int lo, 
   for (int s = lo; s <= hi; ++s) {
     double pers_us = -1.0;
     if (s == 1 && persistent != Persistence::kNever) {
-      PersistentLaunchEstimate e(head_groups, std::min<int64_t>(num_sms, n * head_groups), key_us, &loads);
+      PersistentLaunchEstimate e(head_groups, std::min<int64_t>(num_sms, n * head_groups), cost, &loads);
       for (int64_t i = 0; i < n; ++i) e.add_tile(keys(i));
       pers_us = e.us();
       if (persistent == Persistence::kAlways) {
@@ -160,7 +160,7 @@ int fastest_kv_splits(const Keys& keys, int64_t n, int64_t head_groups, int lo, 
         continue;
       }
     }
-    ExtendLaunchEstimate e(head_groups, s, num_sms, key_us);
+    ExtendLaunchEstimate e(head_groups, s, num_sms, cost);
     for (int64_t i = 0; i < n; ++i) e.add_tile(keys(i));
     const double us = e.us();
     if (pers_us >= 0.0 && pers_us <= us * kPersistentMargin) consider(1, true, pers_us);
@@ -497,7 +497,14 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   const bool sm90_split_ok = policy.extend_kernel == ExtendKernel::kSm90 && one_pass;
   const int32_t forced = cfg.request.extend_kv_splits;
   const int64_t head_groups = cfg.num_qo_heads / policy.extend_pack;
-  const double key_us = extend_key_us(policy.extend_block_rows, cfg.head_dim, cfg.kv_fp8);
+  // The estimate's item cost in the plan's tile shape (the 128-row shape of head dim 128 has its
+  // own: step_cost.h, extend_item_cost).
+  auto item_cost = [&](int32_t rows) {
+    const bool two_wg =
+        policy.extend_kernel == ExtendKernel::kSm90 && !cfg.kv_fp8 && rows == extend_sm90_alt_block_rows(cfg.head_dim);
+    return extend_item_cost(rows, cfg.head_dim, cfg.kv_fp8, two_wg);
+  };
+  const ExtendItemCost cost = item_cost(policy.extend_block_rows);
   // The KV split of a launch over n tiles of keys(i) keys and its step-cost estimate: the
   // wrapper's fixed split, else (never in deterministic or graph-safe plans, where it would
   // depend on the batch) the fastest by the estimate.
@@ -511,7 +518,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
                                                                                      : Persistence::kIfFaster;
   auto launch_splits = [&](const auto& keys, int64_t n, double* us, bool* persistent) -> int32_t {
     const int lo = fixed > 0 ? fixed : 1, hi = fixed > 0 ? fixed : free;
-    return fastest_kv_splits(keys, n, head_groups, lo, hi, cfg.device.num_sms, key_us, persistence, persistent, us);
+    return fastest_kv_splits(keys, n, head_groups, lo, hi, cfg.device.num_sms, cost, persistence, persistent, us);
   };
   auto tile_keys = [&](int64_t i) { return int64_t(UINT32_MAX - uint32_t(tile_order[i] >> 32)); };
   const bool auto_mode = may_choose_mode && Nd > 0;
@@ -576,7 +583,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
       thread_local std::vector<double> loads;
       int64_t k;
       int s;
-      const double us = fastest_item_cut(tile_keys, Nt, head_groups, cfg.device.num_sms, key_us,
+      const double us = fastest_item_cut(tile_keys, Nt, head_groups, cfg.device.num_sms, cost,
                                          policy.extend_max_item_parts, room, extend_us, &k, &s, &loads);
       if (k > 0) cut_items = k, item_parts = s, extend_us = us;
     }
@@ -594,9 +601,10 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   // 3e. The kernel's other tile shape (sm_90a, head dim 128, 16-bit cache: 128 rows against 192;
   // launch_policy.h, extend_sm90_alt_block_rows): where the estimate of its best launch (KV split,
   // persistence and cut items chosen the same way) beats this one's by kAltRowsMargin, the step is
-  // planned with it (a plan of that shape, made by this same function). A key costs it its rows'
-  // share of the default's key, times kExtendTwoWgKeyFactor, or the key's copy where that is more
-  // (step_cost.h: 128 rows copy the same K/V for a third fewer rows). Never in deterministic or
+  // planned with it (a plan of that shape, made by this same function). Its items cost what
+  // step_cost.h's extend_item_cost says of that shape: a key its rows' share of the default's,
+  // times kExtendTwoWgKeyFactor, or the key's copy where that is more (128 rows copy the same K/V
+  // for a third fewer rows); a fixed part kExtendTwoWgItemFactor of the default's. Never in deterministic or
   // graph-safe plans (a row's shape would depend on its batch; the captured geometry is fixed),
   // nor where the request fixes the launch (KV split, item parts, persistence).
   if (policy.extend_alt_block_rows > 0 && !cfg.deterministic && !cfg.graph_safe && Nt > 0 && extend_us > 0.0 &&
@@ -610,17 +618,16 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     std::sort(alt_keys.begin(), alt_keys.end(), [](int32_t x, int32_t y) { return x > y; });
     auto alt_tile_keys = [&](int64_t i) { return int64_t(alt_keys[i]); };
     const int64_t alt_n = int64_t(alt_keys.size()), alt_groups = cfg.num_qo_heads / policy.extend_alt_pack;
-    const double alt_key_us = std::max(key_us * double(alt_rows) / policy.extend_block_rows * kExtendTwoWgKeyFactor,
-                                       extend_key_us(alt_rows, cfg.head_dim, false));
+    const ExtendItemCost alt_cost = item_cost(alt_rows);
     double alt_us = 0.0;
     bool alt_persistent;
-    fastest_kv_splits(alt_tile_keys, alt_n, alt_groups, 1, free, cfg.device.num_sms, alt_key_us, persistence,
+    fastest_kv_splits(alt_tile_keys, alt_n, alt_groups, 1, free, cfg.device.num_sms, alt_cost, persistence,
                       &alt_persistent, &alt_us);
     if (policy.extend_max_item_parts > 1) {
       thread_local std::vector<double> loads;
       int64_t k;
       int s;
-      alt_us = fastest_item_cut(alt_tile_keys, alt_n, alt_groups, cfg.device.num_sms, alt_key_us,
+      alt_us = fastest_item_cut(alt_tile_keys, alt_n, alt_groups, cfg.device.num_sms, alt_cost,
                                 policy.extend_max_item_parts, alt_n * alt_groups, alt_us, &k, &s, &loads);
     }
     if (alt_us * kAltRowsMargin < extend_us) {
@@ -667,7 +674,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
       const int64_t fold_items = int64_t(fold_keys.size()) * head_groups;
       int64_t k;
       int s;
-      fold_us = fastest_item_cut(fold_tile_keys, int64_t(fold_keys.size()), head_groups, cfg.device.num_sms, key_us,
+      fold_us = fastest_item_cut(fold_tile_keys, int64_t(fold_keys.size()), head_groups, cfg.device.num_sms, cost,
                                  policy.extend_max_item_parts, fold_items, fold_us, &k, &s, &loads);
     }
     est_fold_us = kStepFixedUs + fold_us;

@@ -47,25 +47,46 @@ constexpr double kDecodeByteUs = 2.1e-7;     // K/V bytes of the decode half ove
 // (benchmarks/RESULTS.md, session 17, "The decode half's step cost refitted").
 constexpr double kDecodeCtaByteUs = 4.5e-6;  // 220 GB/s
 
-// Per-key cost of one extend CTA of `block_rows` query rows at `head_dim`: its math (the fit's
-// per-key cost scaled by rows x head dim), or, where larger, the copy of the key's K and V rows
-// into shared memory at the rate one CTA streams them. That rate, about 25 GB/s, is what the fit
-// at head dim 128 (512 bytes a key in 0.022 us) and the d256 launches measured in session 9
-// (B-d256 0.988 ms, estimated 0.99 with it and 0.74 without; fold of case G) both give: at head
-// dim 256 the copy, not the math, sets a key's cost. The cp.async copies (the default since
-// session 17) are faster than this at head dim 256, but the faster rate moves D-d256 from a KV
-// split to a persistent launch that has not been timed (benchmarks/RESULTS.md, session 17): the
-// rate stays until that launch is.
+// The rate one CTA copies K/V into shared memory (extend_item_cost, below).
 constexpr double kExtendCopyUsPerByte = 4.0e-5;
 // An fp8 cache's key costs this many times a 16-bit one's, at every head dim: the producer copies
 // its bytes and widens them into the same 16-bit ring the consumers read, so the widening adds to
 // the 16-bit key's cost rather than the byte count halving it (the fit: benchmarks/RESULTS.md,
 // session 16, "The step cost of an fp8 key").
 constexpr double kExtendFp8KeyFactor = 1.2;
-inline double extend_key_us(int block_rows, int head_dim, bool kv_fp8) {
-  const double math = kExtendKeyUs * (double(block_rows) * head_dim) / (192.0 * 128.0);
+// The sm_90a kernel's 128-row shape at head dim 128 (two consumer warpgroups; plan.cc, step 3e)
+// against the 192-row one (three). A (row, key) costs it kExtendTwoWgKeyFactor more: it copies
+// half as many K/V bytes per FLOP again (B 0.876 / 0.793 ms, D 0.578 / 0.556, launches that both
+// balance: benchmarks/RESULTS.md, session 20). An item's fixed part costs it kExtendTwoWgItemFactor
+// of the default's: the Q load, the epilogue's stores and the last P V of a third fewer rows
+// (one-wave launches of short items, P-512 22.3 -> 18.3 us, case C's extend half 0.023 -> 0.019
+// ms, and case J's persistent one, 0.232 -> 0.195: benchmarks/RESULTS.md, session 21).
+constexpr double kExtendTwoWgKeyFactor = 1.10;
+constexpr double kExtendTwoWgItemFactor = 0.6;
+
+// What an extend launch's estimate charges one item of a CTA of `block_rows` query rows at
+// `head_dim`: a key (its math, the fit's per-key cost scaled by rows x head dim, or, where
+// larger, the copy of its K and V rows into shared memory at the rate one CTA streams them: that
+// rate, about 25 GB/s, is what the fit at head dim 128 (512 bytes a key in 0.022 us) and the d256
+// launches measured in session 9 (B-d256 0.988 ms, estimated 0.99 with it and 0.74 without; fold
+// of case G) both give: at head dim 256 the copy, not the math, sets a key's cost. The cp.async
+// copies (the default since session 17) are faster than this at head dim 256, but the faster rate
+// moves D-d256 from a KV split to a persistent launch that has not been timed (benchmarks/
+// RESULTS.md, session 17): the rate stays until that launch is), and the item's fixed part.
+// two_wg_shape: the 128-row shape of head dim 128 (above).
+struct ExtendItemCost {
+  double key_us;   // one key
+  double item_us;  // the fixed part of one item of a persistent CTA
+  // The fixed part of a CTA of one item (a launch of one CTA per item): the item's and the CTA's
+  // start-up.
+  double cta_us() const { return kPersistentStartUs + item_us; }
+};
+inline ExtendItemCost extend_item_cost(int block_rows, int head_dim, bool kv_fp8, bool two_wg_shape = false) {
+  const double math =
+      kExtendKeyUs * (double(block_rows) * head_dim) / (192.0 * 128.0) * (two_wg_shape ? kExtendTwoWgKeyFactor : 1.0);
   const double copy = kExtendCopyUsPerByte * 2.0 * head_dim * 2;  // K and V rows of 16-bit elements
-  return std::max(math, copy) * (kv_fp8 ? kExtendFp8KeyFactor : 1.0);
+  return {std::max(math, copy) * (kv_fp8 ? kExtendFp8KeyFactor : 1.0),
+          kPersistentItemUs * (two_wg_shape ? kExtendTwoWgItemFactor : 1.0)};
 }
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -74,12 +95,12 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // groups) each split over `splits` CTAs, one CTA per SM.
 class ExtendLaunchEstimate {
  public:
-  ExtendLaunchEstimate(int64_t ctas_per_tile, int splits, int num_sms, double key_us)
+  ExtendLaunchEstimate(int64_t ctas_per_tile, int splits, int num_sms, const ExtendItemCost& cost)
       : per_tile_(ctas_per_tile * splits),
         splits_(splits),
         sms_(num_sms < 1 ? 1 : num_sms),
-        key_us_(key_us),
-        cta_us_(kExtendCtaUs + (splits > 1 ? kExtendSplitCtaUs : 0.0)) {}
+        key_us_(cost.key_us),
+        cta_us_(cost.cta_us() + (splits > 1 ? kExtendSplitCtaUs : 0.0)) {}
   void add_tile(int64_t keys) {
     const double t = cta_us_ + key_us_ * double(splits_ == 1 ? keys : (keys + splits_ - 1) / splits_);
     // This tile's CTAs fill the open round from position pos_; a CTA at position 0 starts a
@@ -119,11 +140,11 @@ class ExtendLaunchEstimate {
 // its most loaded CTA. `loads` is the caller's scratch (resized here).
 class PersistentLaunchEstimate {
  public:
-  PersistentLaunchEstimate(int64_t head_groups, int64_t ctas, double key_us, std::vector<double>* loads)
-      : head_groups_(head_groups), ctas_(ctas < 1 ? 1 : ctas), key_us_(key_us), loads_(*loads) {
+  PersistentLaunchEstimate(int64_t head_groups, int64_t ctas, const ExtendItemCost& cost, std::vector<double>* loads)
+      : head_groups_(head_groups), ctas_(ctas < 1 ? 1 : ctas), cost_(cost), loads_(*loads) {
     loads_.assign(size_t(ctas_), 0.0);
   }
-  void add_tile(int64_t keys) { add_units(kPersistentItemUs + key_us_ * double(keys), head_groups_); }
+  void add_tile(int64_t keys) { add_units(cost_.item_us + cost_.key_us * double(keys), head_groups_); }
   // n units of t us each (items, or the parts of cut items), in the kernel's order.
   void add_units(double t, int64_t n) {
     // The units go to consecutive CTAs of the round (a run per round they span).
@@ -141,7 +162,7 @@ class PersistentLaunchEstimate {
 
  private:
   int64_t head_groups_, ctas_;
-  double key_us_;
+  ExtendItemCost cost_;
   std::vector<double>& loads_;
   int64_t pos_ = 0;
   bool forward_ = true, any_ = false;
@@ -153,12 +174,7 @@ class PersistentLaunchEstimate {
 // them (extend/sm90/cut_merge.cuh). A part costs an item's fixed part, its share of the keys and
 // this much for its partial's store and its share of the merge (the model's value, not fitted).
 constexpr double kExtendPartMergeUs = 2.0;
-// The sm_90a kernel's 128-row shape at head dim 128 (two consumer warpgroups) costs this much more
-// a (row, key) than the 192-row one (three): it copies half as many K/V bytes per FLOP again.
-// Measured on launches that both balance (B 0.876 / 0.793 ms, D 0.578 / 0.556: benchmarks/
-// RESULTS.md, session 20). A step takes it where its estimate beats the default's by
-// kAltRowsMargin (plan.cc, step 3e): the short extends, whose longest items set the launch.
-constexpr double kExtendTwoWgKeyFactor = 1.10;
+// A step takes the 128-row shape where its estimate beats the default's by this (plan.cc, step 3e).
 constexpr double kAltRowsMargin = 1.05;
 // A cut plan must be estimated at least this much faster than the uncut launch: the persistent
 // estimate errs by 2-4% (median), and a cut costs arena traffic the model charges only roughly.
@@ -169,20 +185,20 @@ constexpr double kCutMargin = 1.03;
 // costliest first, then each cut item's parts in turn (the kernel's order: extend/sm90/kernel.cuh,
 // sm90_unit).
 template <typename Keys>
-double persistent_cut_us(const Keys& keys, int64_t n, int64_t head_groups, int num_sms, double key_us, int64_t cut,
-                         int parts, std::vector<double>* loads) {
+double persistent_cut_us(const Keys& keys, int64_t n, int64_t head_groups, int num_sms, const ExtendItemCost& cost,
+                         int64_t cut, int parts, std::vector<double>* loads) {
   const int64_t items = n * head_groups, units = items + cut * (parts - 1);
-  PersistentLaunchEstimate e(head_groups, std::min<int64_t>(num_sms, units), key_us, loads);
+  PersistentLaunchEstimate e(head_groups, std::min<int64_t>(num_sms, units), cost, loads);
   // Whole items: the rest of the tile the cut ends in, then whole tiles.
   const int64_t first_tile = cut / head_groups;
   if (cut % head_groups != 0)
-    e.add_units(kPersistentItemUs + key_us * double(keys(first_tile)), head_groups - cut % head_groups);
+    e.add_units(cost.item_us + cost.key_us * double(keys(first_tile)), head_groups - cut % head_groups);
   for (int64_t i = ceil_div(cut, head_groups); i < n; ++i) e.add_tile(keys(i));
   // Parts, item by item (one tile's items in one run).
   for (int64_t c = 0; c < cut;) {
     const int64_t tile = c / head_groups, run = std::min(cut, (tile + 1) * head_groups) - c;
     const int64_t share = (keys(tile) + parts - 1) / parts;
-    e.add_units(kPersistentItemUs + kExtendPartMergeUs + key_us * double(share), run * parts);
+    e.add_units(cost.item_us + kExtendPartMergeUs + cost.key_us * double(share), run * parts);
     c += run;
   }
   return e.us();
@@ -196,13 +212,14 @@ double persistent_cut_us(const Keys& keys, int64_t n, int64_t head_groups, int n
 // mean load (a cut only adds to the total: each part's fixed cost and merge), so a launch already
 // that close to it, and a candidate whose mean is past the best so far, are not dealt out.
 template <typename Keys>
-double fastest_item_cut(const Keys& keys, int64_t n, int64_t head_groups, int num_sms, double key_us, int max_parts,
-                        int64_t max_cut, double beat_us, int64_t* cut, int* parts, std::vector<double>* loads) {
+double fastest_item_cut(const Keys& keys, int64_t n, int64_t head_groups, int num_sms, const ExtendItemCost& cost,
+                        int max_parts, int64_t max_cut, double beat_us, int64_t* cut, int* parts,
+                        std::vector<double>* loads) {
   const int64_t items = n * head_groups, sms = num_sms < 1 ? 1 : num_sms;
   *cut = 0;
   *parts = 1;
   double load = 0.0;
-  for (int64_t i = 0; i < n; ++i) load += (kPersistentItemUs + key_us * double(keys(i))) * double(head_groups);
+  for (int64_t i = 0; i < n; ++i) load += (cost.item_us + cost.key_us * double(keys(i))) * double(head_groups);
   auto mean_us = [&](double total) { return kPersistentStartUs + total / double(sms); };
   double best = beat_us / kCutMargin;  // a cut must estimate below this
   if (mean_us(load) >= best) return beat_us;
@@ -211,9 +228,9 @@ double fastest_item_cut(const Keys& keys, int64_t n, int64_t head_groups, int nu
     for (int64_t m = rounds; m < rounds + 4; ++m)
       for (int64_t k : {(m * sms - items) / (s - 1), ceil_div(m * sms - items, s - 1)}) {
         if (k < 1 || k > std::min(items, max_cut)) continue;
-        const double added = double(k) * ((s - 1) * kPersistentItemUs + s * kExtendPartMergeUs);
+        const double added = double(k) * ((s - 1) * cost.item_us + s * kExtendPartMergeUs);
         if (mean_us(load + added) >= best) continue;
-        const double us = persistent_cut_us(keys, n, head_groups, num_sms, key_us, k, s, loads);
+        const double us = persistent_cut_us(keys, n, head_groups, num_sms, cost, k, s, loads);
         if (us < best) best = us, *cut = k, *parts = s;
       }
   return *cut > 0 ? best : beat_us;
