@@ -24,7 +24,8 @@ not have; they are kept as notes for the policy work.
 
 With --phases, each of our rows also prints its kernels' mean GPU times (torch.profiler over 20
 calls: stage 1, the merge) and what the CUDA-event time holds beyond their sum (launch gaps,
-ramp-up and tail between them): where a case's distance to its floor goes (issue 15: F).
+ramp-up and tail between them): where a case's distance to its floor goes (issue 15: F). With
+PDL the merge waits inside stage 1's time: read the phases from the *_nopdl rows.
 
 Usage: python benchmarks/bench_decode.py [--cases H,L,F,G] [--policies sm2,det2048] [--phases]
        [--json out.json]
@@ -63,6 +64,10 @@ CASES = {
 }
 POLICIES = [
     ("sm2", dict(ctas_per_sm=2)),  # the planner's default
+    # Ordinary launches: with PDL (the default on 9.0+) the merge starts while stage 1 runs and
+    # waits inside it, so --phases gives it stage 1's time; these rows time the phases apart.
+    ("sm2_nopdl", dict(ctas_per_sm=2, pdl=False)),
+    ("narrow_nopdl", dict(ctas_per_sm=2, decode_backend="tensor_core_narrow", pdl=False)),
     # The two tensor-core stage-1 kernels forced (the default plan picks one of them): queries on
     # the MMA's M side (wide), or keys there with <= 8 (query, head) pairs a CTA (narrow).
     ("wide", dict(ctas_per_sm=2, decode_backend="tensor_core")),
