@@ -45,6 +45,11 @@ if has tests; then
     > "$OUT/tests.log" 2>&1 || status=1
   tail -15 "$OUT/tests.log"
 fi
+# The sanitizer steps read the tests' results through compute-sanitizer's exit code only: without
+# a build in place every test fails to import and the summary says "0 errors" (session 21).
+if { has sanitize || has racecheck; } && ! ls python/mixed_attn/_C*.so >/dev/null 2>&1; then
+  echo "sanitize/racecheck: no python/mixed_attn/_C*.so (add the build step)"; exit 1
+fi
 if has sanitize; then
   timeout ${SANITIZE_TIMEOUT:-180} compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -x \
     -p no:cacheprovider tests -k "sanitize" > "$OUT/sanitize.log" 2>&1 || status=1

@@ -5,6 +5,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/mixed_attn_out}; mkdir -p "$OUT"; export PYTHONPATH=$PWD/python
+ls python/mixed_attn/_C*.so >/dev/null 2>&1 || { echo "racecheck_sites: no build in place"; exit 1; }
 L=$OUT/racecheck.log
 timeout 240 compute-sanitizer --tool racecheck python3 -m pytest -q -p no:cacheprovider tests -k sanitize -rA > $L 2>&1
 { grep -E "RACECHECK SUMMARY|passed|failed" $L | tail -3
