@@ -100,7 +100,8 @@ class MixedAttention:
             launch in that many parts; tests and benchmarks).
         extend_block_rows: None (policy: the sm_90a kernel at head dim 128 with a 16-bit cache
             has tiles of 192 query rows and of 128; a step takes 128 where the plan's estimate
-            finds it faster, e.g. many extend rows of a few dozen tokens; never in deterministic
+            finds it faster, e.g. many extend rows of a few dozen tokens, or a short prefill
+            chunk over no prefix (a few hundred tokens); never in deterministic
             or graph-safe mode) or the rows of a tile the kernel has (an error elsewhere).
         cuda_graph: graph-safe mode for serving engines that capture run() once per batch
             bucket and replay it after every plan(): the launch geometry, the metadata layout
