@@ -265,8 +265,8 @@ class Step:
         pages = self.kv_indices.cpu()
         new_qo, new_kv, new_seq, new_rows, new_pages = [0], [0], [], [], []
         for b, (p, e) in enumerate(self.rows):
-            for c0 in range(0, max(e, 1), max_q) if e > max_q else [0]:
-                c1 = min(e, c0 + max_q) if e > max_q else e
+            for c0 in range(0, max(e, 1), max_q):
+                c1 = min(e, c0 + max_q)
                 seq = p + c1
                 n = -(-seq // P)
                 new_pages.append(pages[kv[b]:kv[b] + n])

@@ -516,9 +516,26 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   const Persistence persistence = !policy.extend_persistent                          ? Persistence::kNever
                                   : cfg.graph_safe || policy.extend_persistent_fixed ? Persistence::kAlways
                                                                                      : Persistence::kIfFaster;
-  auto launch_splits = [&](const auto& keys, int64_t n, double* us, bool* persistent) -> int32_t {
+  auto launch_splits = [&](const auto& keys, int64_t n, int64_t groups, const ExtendItemCost& c, double* us,
+                           bool* persistent) -> int32_t {
     const int lo = fixed > 0 ? fixed : 1, hi = fixed > 0 ? fixed : free;
-    return fastest_kv_splits(keys, n, head_groups, lo, hi, cfg.device.num_sms, cost, persistence, persistent, us);
+    return fastest_kv_splits(keys, n, groups, lo, hi, cfg.device.num_sms, c, persistence, persistent, us);
+  };
+  // The estimate of the best launch over n tiles (keys(i) keys, `groups` items each) at cost c:
+  // its KV split and persistence as above, then cut items by step 3c's rule. For the launches
+  // another plan_step call would make: the other tile shape's (step 3e), the fold one (step 3d).
+  auto best_launch_us = [&](const auto& keys, int64_t n, int64_t groups, const ExtendItemCost& c) {
+    double us = 0.0;
+    bool persistent;
+    launch_splits(keys, n, groups, c, &us, &persistent);
+    if (policy.extend_max_item_parts > 1 && !policy.extend_item_parts_fixed && persistence != Persistence::kNever) {
+      thread_local std::vector<double> loads;
+      int64_t k;
+      int s;
+      us = fastest_item_cut(keys, n, groups, cfg.device.num_sms, c, policy.extend_max_item_parts, n * groups, us, &k,
+                            &s, &loads);
+    }
+    return us;
   };
   auto tile_keys = [&](int64_t i) { return int64_t(UINT32_MAX - uint32_t(tile_order[i] >> 32)); };
   const bool auto_mode = may_choose_mode && Nd > 0;
@@ -526,9 +543,9 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   double extend_us = 0.0;  // the step-cost estimate of this launch
   int32_t extend_kv_splits = 1;
   if (sm90_split_ok && (cfg.graph_safe || Nt > 0) && (forced > 0 || (!cfg.deterministic && !cfg.graph_safe)))
-    extend_kv_splits = launch_splits(tile_keys, Nt, &extend_us, &persistent_launch);
+    extend_kv_splits = launch_splits(tile_keys, Nt, head_groups, cost, &extend_us, &persistent_launch);
   else if (Nt > 0 && (auto_mode || persistence == Persistence::kIfFaster))  // unsplit: the estimate, persistence
-    launch_splits(tile_keys, Nt, &extend_us, &persistent_launch);
+    launch_splits(tile_keys, Nt, head_groups, cost, &extend_us, &persistent_launch);
   // A launch whose tiles are not split is persistent where the estimate chose so (graph-safe
   // plans: wherever the policy allows it): about one CTA per SM, each serving a share of the
   // (tile, head group) items (extend/sm90/traits.cuh, Sm90Schedule); a graph-safe plan on the
@@ -618,18 +635,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     std::sort(alt_keys.begin(), alt_keys.end(), [](int32_t x, int32_t y) { return x > y; });
     auto alt_tile_keys = [&](int64_t i) { return int64_t(alt_keys[i]); };
     const int64_t alt_n = int64_t(alt_keys.size()), alt_groups = cfg.num_qo_heads / policy.extend_alt_pack;
-    const ExtendItemCost alt_cost = item_cost(alt_rows);
-    double alt_us = 0.0;
-    bool alt_persistent;
-    fastest_kv_splits(alt_tile_keys, alt_n, alt_groups, 1, free, cfg.device.num_sms, alt_cost, persistence,
-                      &alt_persistent, &alt_us);
-    if (policy.extend_max_item_parts > 1) {
-      thread_local std::vector<double> loads;
-      int64_t k;
-      int s;
-      alt_us = fastest_item_cut(alt_tile_keys, alt_n, alt_groups, cfg.device.num_sms, alt_cost,
-                                policy.extend_max_item_parts, alt_n * alt_groups, alt_us, &k, &s, &loads);
-    }
+    const double alt_us = best_launch_us(alt_tile_keys, alt_n, alt_groups, item_cost(alt_rows));
     if (alt_us * kAltRowsMargin < extend_us) {
       PlanConfig alt_cfg = cfg;
       alt_cfg.request.extend_block_rows = alt_rows;
@@ -664,20 +670,8 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
       fold_keys[k] = (j >= int64_t(dec_keys.size()) || (i < Nt && tile_keys(i) >= dec_keys[j]))
                          ? int32_t(tile_keys(i++))
                          : dec_keys[j++];
-    double fold_us = 0.0;
-    bool fold_persistent;
     auto fold_tile_keys = [&](int64_t i) { return int64_t(fold_keys[i]); };
-    launch_splits(fold_tile_keys, int64_t(fold_keys.size()), &fold_us, &fold_persistent);
-    // The fold plan cuts items by the same rule (step 3c, in its own plan_step call).
-    if (policy.extend_max_item_parts > 1 && !policy.extend_item_parts_fixed && persistence != Persistence::kNever) {
-      thread_local std::vector<double> loads;
-      const int64_t fold_items = int64_t(fold_keys.size()) * head_groups;
-      int64_t k;
-      int s;
-      fold_us = fastest_item_cut(fold_tile_keys, int64_t(fold_keys.size()), head_groups, cfg.device.num_sms, cost,
-                                 policy.extend_max_item_parts, fold_items, fold_us, &k, &s, &loads);
-    }
-    est_fold_us = kStepFixedUs + fold_us;
+    est_fold_us = kStepFixedUs + best_launch_us(fold_tile_keys, int64_t(fold_keys.size()), head_groups, cost);
     if (est_fold_us < est_split_us) {
       PlanConfig fold_cfg = cfg;
       fold_cfg.mode = DispatchMode::kFold;
