@@ -6,13 +6,18 @@ Method. One process, one GPU. Ceilings measured first, in the same process:
   read  = bytes / time of a read-only streaming kernel (16-byte loads) over 4 GiB.
 Each case: random bf16 q and paged KV cache (mixed_attn.testing.make_batch: page 16, pages
 scattered by a random permutation, drawn on the GPU), one plan (host planner, the policy named in the row), then
-launch_decode timed with CUDA events: 10 warm-up calls, median of 50. The KV
-working set (>= 1 GiB) is far beyond the 50 MB L2, so no rotation is needed.
+the op timed by common.Timer, the harness bench_mixed uses: CUDA events around each call, the
+calls queued without a host synchronisation between them and each one behind a 256 MB L2 flush,
+median over ~200 ms of calls. So a row's time is the GPU's (its kernels and the gaps between
+them), not the host's dispatch of the call: until session 22 this script synchronised after
+every call, and the host's time to reach the first launch (28-70 us, which a captured graph
+does not pay) was inside every row, ours and FlashInfer's alike. The flush also keeps calls
+apart: a programmatic (PDL) launch cannot start inside the previous call's merge.
 KV bytes = sum over decode rows of seq_len * Hkv * D * 2 (K and V) * 2 bytes.
 floor = KV bytes / ceiling; the printed fractions are floor / time (1.0 = at
 the ceiling). The merge kernel, when the plan splits rows, is inside the time.
 
-Measured on an H200 (2026-11-30, final config: 4 warps, 96 KB ring; default
+Measured on an H200 with the old, host-inclusive timing (2026-11-30, final config: 4 warps, 96 KB ring; default
 policy sm2; floor/time against copy | read-only):
   H  128 rows @4k, 32/8/128:  0.532 ms  0.963 | 0.907   (another machine: 0.506 ms, 1.007 | 0.941)
   L   32 rows @32k, 32/8/128: 1.066 ms  0.961 | 0.905   (sm4bal 1.008 ms, 1.016 | 0.957)
@@ -33,7 +38,6 @@ Usage: python benchmarks/bench_decode.py [--cases H,L,F,G] [--policies sm2,det20
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -42,7 +46,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "python"))
-from common import kernel_us, last_page_lens, measure_ceilings  # noqa: E402
+from common import Timer, kernel_us, last_page_lens, measure_ceilings  # noqa: E402
 from mixed_attn.plan_info import field  # noqa: E402
 from mixed_attn.testing import OpPlan, make_batch, op_forward  # noqa: E402
 
@@ -108,18 +112,11 @@ def flashinfer_decode(q, k_cache, v_cache, kv_indices, kvp, lens, page, out):
     return fn, None
 
 
-def time_ms(fn, warmup=10, iters=50):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+TIMER = None  # common.Timer, made in main
+
+
+def time_ms(fn):
+    return TIMER.time(fn)["ms"]
 
 
 def ceilings():
@@ -143,6 +140,8 @@ def main():
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     torch.manual_seed(0)
+    global TIMER
+    TIMER = Timer("cuda")
     copy_bw, read_bw = ceilings()
     print(f"ceilings: copy {copy_bw / 1e12:.3f} TB/s (read+write), read-only {read_bw / 1e12:.3f} TB/s",
           flush=True)

@@ -13,6 +13,8 @@ the median over items of each phase of the consumers and the producer:
     epilogue  -> the last pass's output is stored
     gap       the end of the CTA's previous item -> this item's consumer start (persistent CTAs)
     p_q, p_kv producer start -> Q issued / first K tile issued
+    q_issue   consumer start -> the producer has issued the item's Q (negative: issued before)
+    q_copy    the producer has issued Q -> the consumer has seen it land
 and the median per-key cost of `main` (us / key), so the fixed part of an item is what the
 phases add beyond keys x per-key. The stamps time one thread of each role (consumer warpgroup 1's
 first lane, producer thread 0); the other warpgroups may lag by up to the ring's depth.
@@ -85,7 +87,8 @@ def main():
         out = torch.empty_like(b.q)
         for pers, rows_ in ((int(x), int(r)) for x in args.persistent.split(",") for r in args.rows.split(",")):
             info, meta = lib.plan(b.qo_indptr, b.kv_indptr, b.seq_lens, 16, hq, hkv, d, extend_kv_splits=1,
-                                  extend_persistent=pers, extend_block_rows=rows_)
+                                  extend_persistent=pers, extend_block_rows=rows_,
+                                  extend_item_parts=1)  # whole items: one record per item
             for _ in range(3):
                 lib.run(info, meta, b.q, b.k_cache, b.v_cache, b.kv_indices, out)
             torch.cuda.synchronize()
@@ -101,7 +104,8 @@ def main():
             for i, r in enumerate(recs):
                 if r.valid:
                     per_cta.setdefault(r.cta, []).append((i % ROUNDS, r))
-            phases = {k: [] for k in ("q_wait", "first_s", "main", "epilogue", "gap", "p_q", "p_kv", "per_key")}
+            phases = {k: [] for k in ("q_wait", "first_s", "main", "epilogue", "gap", "p_q", "p_kv", "q_issue",
+                                           "q_copy", "per_key")}
             for cta, lst in per_cta.items():
                 lst.sort(key=lambda x: x[0])
                 prev_end = None
@@ -114,6 +118,8 @@ def main():
                     phases["epilogue"].append(us("c_main", "c_end"))
                     phases["p_q"].append(us("p_start", "p_q"))
                     phases["p_kv"].append(us("p_start", "p_kv"))
+                    phases["q_issue"].append((t["p_q"] - t["c_start"]) / 1000.0)  # globaltimer: one clock
+                    phases["q_copy"].append(us("p_q", "c_q"))
                     phases["per_key"].append(us("c_first_s", "c_main") / max(1, keys[r.item]))
                     if prev_end is not None:
                         phases["gap"].append((t["c_start"] - prev_end) / 1000.0)
