@@ -26,6 +26,8 @@ Prints TFLOP/s and the fraction of the matmul rate per case and kernel:
          takes 128 rows per step where its estimate finds them faster);
   cp     the sm_90a kernel with extend_tma=0: K/V tiles by cp.async only (auto takes TMA boxes for
          interior tiles of pages of 16 at head dims 128 and 256);
+  qcp    the sm_90a kernel with extend_q_tma=0: Q tiles by the producer's 16-byte cp.async copies
+         (auto copies a Q tile whose every row is a query by TMA);
   mma    MIXED_ATTN_EXTEND_KERNEL=mma: the portable mma.sync kernel (extend/portable/kernel.cuh);
   triton the Triton oracle's extend (python/mixed_attn/triton_ref.py) on a plan with the
          mma.sync kernel's 128-row tiles (it covers a tile with blocks of at most 128 rows:
@@ -147,6 +149,8 @@ def case_fn(lib, ext, prefix, hq, hkv, d, page_size=16, q_dtype=torch.bfloat16, 
         request = {"extend_block_rows": int(kernel[1:])}
     elif kernel == "cp":
         request = {"extend_tma": 0}
+    elif kernel == "qcp":  # Q by cp.async (the policy: by TMA where every row is a query)
+        request = {"extend_q_tma": 0}
     elif kernel == "tma":  # on request only (the policy copies K/V by cp.async)
         request = {"extend_tma": 1}
     if kernel in ("fa3", "fa2"):

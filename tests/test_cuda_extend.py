@@ -42,8 +42,8 @@ def lib():
     return OpExtend()
 
 
-@pytest.fixture(autouse=True, params=["auto", "nosplit", "classic", "few_ctas", "tma", "cut", "cut_few", "rows128",
-                                      "rows128_cut", "mma"])
+@pytest.fixture(autouse=True, params=["auto", "nosplit", "classic", "few_ctas", "tma", "qcp", "cut", "cut_few",
+                                      "rows128", "rows128_cut", "mma"])
 def extend_kernel(request, lib):
     """Every test runs each of these ways: "auto" (the launch policy: the warp-specialised sm_90a kernel
     where the build and the GPU have it, the mma.sync kernel elsewhere; its KV-split policy splits
@@ -52,7 +52,9 @@ def extend_kernel(request, lib):
     keeps it), "classic" (extend_kv_splits=1, extend_persistent=0: one CTA per (tile, head group)
     item), "few_ctas" (extend_persistent=1, planned for 3 SMs: each CTA serves many items in a
     row, the ring and the Q slot carried across them), "tma" (extend_tma=1: interior K/V tiles by
-    TMA, which the policy no longer picks by itself; configs it cannot serve are skipped), "cut"
+    TMA, which the policy no longer picks by itself; configs it cannot serve are skipped), "qcp"
+    (extend_q_tma=0: every Q tile by the producer's 16-byte copies, where the policy copies a tile
+    whose every row is a query by TMA), "cut"
     (extend_item_parts=3: every item of a persistent launch in 3 parts over shares of its K/V
     tiles, merged through the arena by the last to finish; cut_merge.cuh), "cut_few" (2 parts,
     planned for 3 SMs: a CTA serves whole items and parts in a row, both parts of one item
@@ -66,6 +68,7 @@ def extend_kernel(request, lib):
                    "classic": {"extend_kv_splits": 1, "extend_persistent": 0},
                    "few_ctas": {"extend_kv_splits": 1, "num_sms": 3, "extend_persistent": 1},
                    "tma": {"extend_tma": 1},
+                   "qcp": {"extend_q_tma": 0},
                    "cut": {"extend_item_parts": 3},
                    "cut_few": {"extend_item_parts": 2, "num_sms": 3, "extend_persistent": 1},
                    "rows128": {"extend_block_rows": 128},

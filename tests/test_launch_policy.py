@@ -57,6 +57,25 @@ def test_tma_is_on_request_and_needs_pages_of_sixteen():
             policy(H200, page=page, extend_tma=1)
 
 
+def test_q_by_tma_wherever_the_sm90_kernel_runs():
+    """extend_q_tma: the sm_90a kernel copies full Q tiles by TMA at every page size and cache type
+    (q is always 16-bit); other kernels and devices without the encoder never; 1 where impossible
+    is an error naming the field."""
+    def q_tma(dev, **kw):
+        return field(plan(dev, [300, 1], [0, 40], **kw), "extend_q_tma")
+
+    for page in (1, 16):
+        for d in (64, 128, 256):
+            assert q_tma(H200, d=d, page=page) == 1
+        assert q_tma(H200, page=page, extend_q_tma=0) == 0
+    assert q_tma(H200, kv_fp8=1) == 1
+    assert q_tma(dict(H200, device_tma_encoder=0)) == 0
+    for dev in (H200_NO_90A, A100, MI300):
+        assert q_tma(dev) == 0
+        with pytest.raises(RuntimeError, match="extend_q_tma=1 needs"):
+            q_tma(dev, extend_q_tma=1)
+
+
 def test_other_gpus_take_the_mma_kernel_and_fp8_caches_the_sm90_one():
     for dev in (H200_NO_90A, A100):
         p = policy(dev)

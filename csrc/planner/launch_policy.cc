@@ -126,6 +126,15 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
         "that is a multiple of 16 and a bf16/fp16 cache (kernel ",
         extend_kernel_name(p.extend_kernel), ", page_size ", page_size, kv_fp8 ? ", fp8 cache" : "", ")");
   p.extend_tma = req.extend_tma == 1;
+  // Q by TMA (any page size and cache type: q is always 16-bit): two tensor copies for a tile's
+  // Q, issued by one thread, instead of the producer's 16-byte copies. Those issue at about one
+  // warp instruction per 0.2 us each at the start of an item (benchmarks/RESULTS.md, session 22:
+  // 4.6 us to issue a 192-row Q, most of an item's wait before its first S).
+  const bool q_tma_fits = p.extend_kernel == ExtendKernel::kSm90 && dev.tma_encoder;
+  if (req.extend_q_tma == 1 && !q_tma_fits)
+    return cat("extend_q_tma=1 needs the sm90 extend kernel and a driver with cuTensorMapEncodeTiled (kernel ",
+               extend_kernel_name(p.extend_kernel), ")");
+  p.extend_q_tma = req.extend_q_tma == -1 ? q_tma_fits : req.extend_q_tma == 1;
   // Persistent sm_90a launches (about one CTA per SM, each serving a share of the items): a CTA's
   // start-up is paid once per SM, not once per item (benchmarks/RESULTS.md, session 9).
   if (req.extend_persistent < -1 || req.extend_persistent > 1)

@@ -720,6 +720,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   info[kPlanExtendBlockRows] = policy.extend_block_rows;
   info[kPlanExtendKvSplits] = extend_kv_splits;
   info[kPlanExtendTma] = policy.extend_tma ? 1 : 0;
+  info[kPlanExtendQTma] = policy.extend_q_tma ? 1 : 0;
   info[kPlanExtendCtas] = extend_ctas;
   info[kPlanExtendCutItems] = cut_items;
   info[kPlanExtendItemParts] = item_parts;
@@ -784,6 +785,7 @@ PlanView plan_view(const int64_t* info, const int32_t* meta) {
   v.extend_block_rows = int32_t(info[kPlanExtendBlockRows]);
   v.extend_kv_splits = int32_t(info[kPlanExtendKvSplits]);
   v.extend_tma = int32_t(info[kPlanExtendTma]);
+  v.extend_q_tma = int32_t(info[kPlanExtendQTma]);
   v.extend_ctas = int32_t(info[kPlanExtendCtas]);
   v.extend_cut_items = int32_t(info[kPlanExtendCutItems]);
   v.extend_item_parts = int32_t(info[kPlanExtendItemParts]);
@@ -810,7 +812,7 @@ const char* const* plan_config_field_names() {
       "device_tma_encoder", "device_hip_mfma", "extend_kernel", "decode_kernel", "extend_kv_splits", "extend_tma",
       "extend_tile_tokens", "graph_safe", "graph_max_rows", "graph_max_tokens",
       "graph_max_extend_tokens", "graph_max_partials", "graph_max_kv_pages", "decode_max_q",
-      "extend_persistent", "extend_item_parts", "pdl", "extend_block_rows", nullptr};
+      "extend_persistent", "extend_item_parts", "pdl", "extend_block_rows", "extend_q_tma", nullptr};
   // clang-format on
   return names;
 }
@@ -828,7 +830,8 @@ const char* const* plan_info_field_names() {
       "extend_block_rows", "extend_kv_splits", "extend_tma", "decode_kernel", "off_counts", "kv_fp8", "graph_safe",
       "graph_max_rows", "graph_max_tokens", "graph_max_tiles", "graph_max_partials", "decode_max_q",
       "decode_max_q_policy", "decode_cta_blocks", "mode_requested", "est_split_ns", "est_fold_ns", "extend_ctas",
-      "extend_cut_items", "extend_item_parts", "extend_cut_slot0", "off_extend_cut_counters", "pdl", nullptr};
+      "extend_cut_items", "extend_item_parts", "extend_cut_slot0", "off_extend_cut_counters", "pdl", "extend_q_tma",
+      nullptr};
   // clang-format on
   return names;
 }
@@ -843,11 +846,12 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
       return cat(plan_config_field_names()[f], " must be in [", lo, ", ", hi, "], got ", v[f]);
     return {};
   };
-  for (auto e : {in(kCfgMode, 0, 2), in(kCfgDeterministic, 0, 1), in(kCfgKvFp8, 0, 1), in(kCfgDeviceKind, 0, 2),
-                 in(kCfgDeviceSm90Extend, 0, 1), in(kCfgDeviceTmaEncoder, 0, 1), in(kCfgDeviceHipMfma, 0, 1),
-                 in(kCfgExtendKernel, 0, 3), in(kCfgDecodeKernel, 0, 4), in(kCfgExtendTma, -1, 1),
-                 in(kCfgExtendPersistent, -1, 1), in(kCfgExtendItemParts, -1, kExtendMaxItemParts), in(kCfgPdl, -1, 1),
-                 in(kCfgExtendBlockRows, 0, 256), in(kCfgGraphSafe, 0, 1), in(kCfgWindowLeft, -1, INT32_MAX)})
+  for (auto e :
+       {in(kCfgMode, 0, 2), in(kCfgDeterministic, 0, 1), in(kCfgKvFp8, 0, 1), in(kCfgDeviceKind, 0, 2),
+        in(kCfgDeviceSm90Extend, 0, 1), in(kCfgDeviceTmaEncoder, 0, 1), in(kCfgDeviceHipMfma, 0, 1),
+        in(kCfgExtendKernel, 0, 3), in(kCfgDecodeKernel, 0, 4), in(kCfgExtendTma, -1, 1), in(kCfgExtendQTma, -1, 1),
+        in(kCfgExtendPersistent, -1, 1), in(kCfgExtendItemParts, -1, kExtendMaxItemParts), in(kCfgPdl, -1, 1),
+        in(kCfgExtendBlockRows, 0, 256), in(kCfgGraphSafe, 0, 1), in(kCfgWindowLeft, -1, INT32_MAX)})
     if (!e.empty()) return e;
   PlanConfig& c = *cfg;
   c.page_size = int32_t(v[kCfgPageSize]);
@@ -872,6 +876,7 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
   c.request.decode_kernel = DecodeKernel(v[kCfgDecodeKernel]);
   c.request.extend_kv_splits = int32_t(v[kCfgExtendKvSplits]);
   c.request.extend_tma = int32_t(v[kCfgExtendTma]);
+  c.request.extend_q_tma = int32_t(v[kCfgExtendQTma]);
   c.request.extend_tile_tokens = int32_t(v[kCfgExtendTileTokens]);
   c.graph_safe = v[kCfgGraphSafe] != 0;
   c.graph_max_rows = int32_t(v[kCfgGraphMaxRows]);

@@ -193,6 +193,7 @@ ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q, bool capt
   c.q = a.q.data_ptr();
   c.q_stride_token = a.q.stride(0);
   c.q_stride_head = a.q.stride(1);
+  c.q_tokens = a.q.size(0);
   c.k_cache = a.k_cache.data_ptr();
   c.v_cache = a.v_cache.data_ptr();
   c.k_stride_page = a.k_cache.stride(0);

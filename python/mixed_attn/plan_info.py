@@ -26,7 +26,8 @@ CONFIG_DEFAULTS = dict(window_left=-1, mode=MODE_SPLIT, deterministic=0, fixed_s
                        extend_kernel=0, decode_kernel=0, extend_kv_splits=0, extend_tma=-1,
                        extend_tile_tokens=0, graph_safe=0, graph_max_rows=0, graph_max_tokens=0,
                        graph_max_extend_tokens=0, graph_max_partials=0, graph_max_kv_pages=0,
-                       decode_max_q=0, extend_persistent=-1, extend_item_parts=-1, pdl=-1, extend_block_rows=0)
+                       decode_max_q=0, extend_persistent=-1, extend_item_parts=-1, pdl=-1, extend_block_rows=0,
+                       extend_q_tma=-1)
 
 _device_descs = {}
 
@@ -80,6 +81,7 @@ def launch_summary(info):
         "extend_block_rows": field(info, "extend_block_rows"),
         "extend_kv_splits": field(info, "extend_kv_splits"),
         "extend_tma": bool(field(info, "extend_tma")),
+        "extend_q_tma": bool(field(info, "extend_q_tma")),
         "extend_ctas": field(info, "extend_ctas"),
         "decode_kernel": DECODE_KERNEL_NAMES[field(info, "decode_kernel")],
         "max_decode_splits": field(info, "max_splits"),

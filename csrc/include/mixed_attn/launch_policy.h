@@ -55,6 +55,8 @@ struct LaunchRequest {
   DecodeKernel decode_kernel = DecodeKernel::kAuto;
   int32_t extend_kv_splits = 0;  // 0: policy; N >= 1: N CTAs per query tile (clamped to the max)
   int32_t extend_tma = -1;       // -1: policy; 0: cp.async only; 1: TMA (an error where impossible)
+  int32_t extend_q_tma = -1;     // -1: policy (TMA where possible); 0: Q by cp.async; 1: TMA (an error
+                                 // where impossible)
   int32_t extend_tile_tokens = 0;  // 0: the kernel's tile; N: tiles of N query tokens (every kernel
                                    // runs any tile size, in passes; oracles and tests use this)
   int32_t decode_max_q = 0;        // 0: policy; N in [1, kDecodeMaxQueries]: rows of up to N new
@@ -90,6 +92,7 @@ struct LaunchPolicy {
   int32_t extend_tile_tokens = 16;  // query tokens per extend tile: block_rows / pack
   int32_t extend_max_kv_splits = 1; // CTAs that may share one query tile (sm_90a: 2)
   bool extend_tma = false;          // sm_90a: interior K/V tiles by TMA, else cp.async
+  bool extend_q_tma = false;        // sm_90a: Q tiles whose every row is a query by TMA, else cp.async
   bool extend_persistent = false;   // sm_90a: launches whose tiles are not KV-split may be persistent
                                     // (the planner's estimate decides: plan.cc, fastest_kv_splits) ...
   bool extend_persistent_fixed = false;  // ... or are, always (extend_persistent=1)

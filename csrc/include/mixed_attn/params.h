@@ -56,6 +56,7 @@ struct PlanView {
   int32_t extend_block_rows;           // query rows per extend CTA the tiles were cut for
   int32_t extend_kv_splits;            // CTAs of one cluster per extend query tile (sm_90a)
   int32_t extend_tma;                  // 1: interior K/V tiles by TMA (sm_90a)
+  int32_t extend_q_tma;                // 1: full Q tiles by TMA (sm_90a)
   int32_t extend_ctas;                 // > 0: a persistent sm_90a launch of this many CTAs sharing
                                        // the (tile, head group) items out; 0: one CTA per item
   int32_t extend_cut_items;            // persistent launches: its costliest items run in parts
@@ -84,6 +85,8 @@ struct AttentionCommon {
   int64_t k_stride_page, k_stride_slot, k_stride_head;
   int64_t v_stride_page, v_stride_slot, v_stride_head;
   int64_t num_pages;         // pages in each cache (bounds of the sm_90a kernel's TMA maps); 0: unknown
+  int64_t q_tokens;          // rows of q (the bound of the sm_90a kernel's Q map: the tensor's, which a
+                             // graph-safe plan's replays may use up to, not this plan's T)
   const int32_t* kv_indices; // [kv_indptr[B]] page ids
   void* out;                 // [T, Hq, D]
   int64_t out_stride_token;

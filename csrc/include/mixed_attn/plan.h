@@ -87,6 +87,7 @@ enum PlanConfigField : int32_t {
   kCfgExtendItemParts,
   kCfgPdl,
   kCfgExtendBlockRows,
+  kCfgExtendQTma,
   kCfgNumFields
 };
 
@@ -161,6 +162,7 @@ enum PlanInfoField : int32_t {
   kPlanExtendCutSlot0,     // first arena slot of the parts' partials (after the decode partials)
   kPlanOffExtendCutCounters,  // [cut items] int32 counters of each cut item's finished parts (0)
   kPlanPdl,                // 1: the decode launches as programmatic dependents (cuda/common/pdl.cuh)
+  kPlanExtendQTma,         // 1: sm_90a full Q tiles by TMA (launch_policy.h, LaunchPolicy::extend_q_tma)
   kPlanNumFields
 };
 constexpr int64_t kPlanMagicValue = 0x6d69786564;  // "mixed"

@@ -82,6 +82,17 @@ const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
     return "extend: the plan asks for TMA but this build has no TMA path (plan with extend_tma=0)";
 #endif
   }
+  // Q by TMA (the kernel takes it for tiles whose every row is a query): boxes of the plan's pack
+  // heads x the tile's tokens, so that one box is one 64-column piece of the whole tile.
+  if (a.plan.extend_q_tma != 0) {
+#if defined(MA_CUDA)
+    if (args.pack * args.tile_capacity == BM && !encode_q_map<T>(&maps.q, a, args.pack, args.tile_capacity))
+      return "extend: the plan asks for Q by TMA but q's tensor map could not be encoded (q's address and strides "
+             "must be multiples of 16 bytes; plan with extend_q_tma=0)";
+#else
+    return "extend: the plan asks for Q by TMA but this build has no TMA path (plan with extend_q_tma=0)";
+#endif
+  }
   using Kernel = decltype(&extend_sm90_kernel<kHeadDim, kWGs, T, false, false>);
   Kernel kernel;
   if constexpr (kFp8) kernel = extend_sm90_kernel<kHeadDim, kWGs, T, false, true>;

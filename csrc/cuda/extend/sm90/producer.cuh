@@ -36,6 +36,14 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const TmaMap* map, int c0
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar))
       : "memory");
 }
+// TMA: box at coordinates (c0, c1, c2) of `map` (q's: column, head, token) into shared memory.
+__device__ __forceinline__ void tma_load_3d(void* dst, const TmaMap* map, int c0, int c1, int c2, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::
+          "r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar))
+      : "memory");
+}
 // Waits until every cp.async this thread has issued has landed, in a commit group or not:
 // cp.async.wait_all is commit_group + wait_group 0 (wait_group alone skips uncommitted copies,
 // and this kernel commits none: its copies complete through cp.async.mbarrier.arrive.noinc).
@@ -102,22 +110,39 @@ __device__ __forceinline__ void produce(const ExtendArgs& args, const Sm90TmaMap
     // epilogue).
     const int q_round = ring.q++;
     if (q_round > 0) mbar_wait(sm.q_empty, (q_round - 1) & 1);
-    for (int u = warp; u < BM * kChunks / 32; u += 4) {
-      int r, c;
-      if constexpr (kSwizzle) {
-        r = u / (kChunks / kChunkLanes) * kRowsPerCopy + lane / kChunkLanes;
-        c = u % (kChunks / kChunkLanes) * kChunkLanes + lane % kChunkLanes;
+    if (kSwizzle && plan.extend_q_tma != 0 && rows_valid == BM) {
+      // Every row a query: by TMA (maps.q, boxes of pack heads x tile_capacity tokens, launch.cuh),
+      // one thread issuing D / 64 tensor copies where the 16-byte copies below take about 0.2 us
+      // a warp instruction to issue (benchmarks/RESULTS.md, session 22). Thread 0 sets the bytes
+      // before its copies, so the other 127 arrivals cannot complete the phase early.
+      if (tid == 0) {
+        mbar_arrive_expect_tx(sm.q_full, uint32_t(BM * D * sizeof(T)));
+#pragma unroll
+        for (int piece = 0; piece < D / 64; ++piece)
+          tma_load_3d(reinterpret_cast<unsigned char*>(sm.q) + piece * (BM * 128), &maps.q, piece * 64, q_head0,
+                      w.token0 + pass_q0, sm.q_full);
       } else {
-        r = (u / kQuads) * 8 + row_in_group;
-        c = (u % kQuads) * 4 + chunk_in_quad;
+        mbar_arrive(sm.q_full);
       }
-      const bool valid = r < rows_valid;
-      const int qi = valid ? r / pack : 0;
-      const int h = q_head0 + (valid ? r % pack : 0);
-      const T* src = q_ptr + int64_t(w.token0 + pass_q0 + qi) * a.q_stride_token + int64_t(h) * a.q_stride_head + c * 8;
-      cp_async_16(reinterpret_cast<unsigned char*>(sm.q) + tile_byte_off<kChunks, BM, kSwizzle>(r, c), src, valid);
+    } else {
+      for (int u = warp; u < BM * kChunks / 32; u += 4) {
+        int r, c;
+        if constexpr (kSwizzle) {
+          r = u / (kChunks / kChunkLanes) * kRowsPerCopy + lane / kChunkLanes;
+          c = u % (kChunks / kChunkLanes) * kChunkLanes + lane % kChunkLanes;
+        } else {
+          r = (u / kQuads) * 8 + row_in_group;
+          c = (u % kQuads) * 4 + chunk_in_quad;
+        }
+        const bool valid = r < rows_valid;
+        const int qi = valid ? r / pack : 0;
+        const int h = q_head0 + (valid ? r % pack : 0);
+        const T* src =
+            q_ptr + int64_t(w.token0 + pass_q0 + qi) * a.q_stride_token + int64_t(h) * a.q_stride_head + c * 8;
+        cp_async_16(reinterpret_cast<unsigned char*>(sm.q) + tile_byte_off<kChunks, BM, kSwizzle>(r, c), src, valid);
+      }
+      mbar_arrive_on_cp_async(sm.q_full);
     }
-    mbar_arrive_on_cp_async(sm.q_full);
     MA_TL_STAMP(ring, kTlProducerQ, pass_q0 == w.tile_q0);
 
     // Page id of key (first_tile_key + tile * BN + tid), or -1 outside [kv_lo, kv_hi).
