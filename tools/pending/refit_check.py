@@ -1,0 +1,43 @@
+"""Times the steps whose plans a step-cost refit changes (issue 13, session 22: the item's fixed
+part after Q by TMA), on the build in place: each case of refit_cases.json (the CPU sweep's steps
+whose mode / tile shape / KV split / persistence / cut items differ between the constants before
+and after) planned by this build's planner and timed whole (common.Timer, L2 flushed). Run once per
+build (refit_check.sh) and compare the two JSON files: a refit lands only where the plans it
+changes are not slower.
+Usage: python3 tools/pending/refit_check.py OUT.json"""
+
+import json
+import os
+import sys
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from common import Timer  # noqa: E402
+from mixed_attn.plan_info import field  # noqa: E402
+from mixed_attn.testing import OpExtend, make_batch  # noqa: E402
+
+FIELDS = ("mode", "extend_block_rows", "extend_kv_splits", "extend_ctas", "extend_cut_items", "extend_item_parts",
+          "est_split_ns", "est_fold_ns")
+
+
+def main():
+    cases = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "refit_cases.json")))
+    timer, lib, rows = Timer("cuda"), OpExtend(), []
+    for i, c in enumerate(cases):
+        fp8 = bool(c.get("kv_fp8"))
+        b = make_batch(c["ext"], c["pre"], c["hq"], c["hkv"], c["d"], 16, dtype=torch.bfloat16,
+                       kv_dtype=torch.float8_e4m3fn if fp8 else None, device="cuda", seed=i)
+        info, meta = lib.plan(b.qo_indptr, b.kv_indptr, b.seq_lens, 16, c["hq"], c["hkv"], c["d"],
+                              mode=c.get("mode", 0), deterministic=bool(c.get("deterministic")), kv_fp8=int(fp8))
+        out = torch.empty_like(b.q)
+        ms = timer.time(lambda: lib.run(info, meta, b.q, b.k_cache, b.v_cache, b.kv_indices, out))["ms"]
+        rows.append(dict(case=i, ms=ms, **{f: field(info, f) for f in FIELDS}))
+        print(i, f"{ms:.4f} ms", {f: rows[-1][f] for f in FIELDS[:6]}, flush=True)
+    json.dump(rows, open(sys.argv[1], "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
