@@ -1,9 +1,9 @@
-"""Times the steps whose plans a step-cost refit changes (issue 13, session 22: the item's fixed
-part after Q by TMA), on the build in place: each case of refit_cases.json (the CPU sweep's steps
-whose mode / tile shape / KV split / persistence / cut items differ between the constants before
-and after) planned by this build's planner and timed whole (common.Timer, L2 flushed). Run once per
-build (refit_check.sh) and compare the two JSON files: a refit lands only where the plans it
-changes are not slower.
+"""Times the steps whose plans a step-cost candidate moves, on the build in place: each step of
+refit_cases.json (tools/plan_sweep.py diff --cases: the sweep's steps whose mode / tile shape / KV
+split / persistence / cut items differ between the committed constants and the candidate's)
+planned by this build's planner and timed whole (common.Timer, L2 flushed). refit_check.sh runs it
+on both builds and compares. The committed refit_cases.json is session 22's candidate's (the item's
+fixed part after Q by TMA: benchmarks/RESULTS.md, session 22).
 Usage: python3 tools/pending/refit_check.py OUT.json"""
 
 import json

@@ -23,7 +23,7 @@ namespace mixed_attn {
 // longest of r): exact for equal CTAs, and it sees that a short tail round fits beside a long
 // first one (median error 3.7% over 257 measured extend launches, p90 11%).
 constexpr double kStepFixedUs = 3.8;         // the rest of a step's layer (KV save, launch gaps)
-constexpr double kExtendCtaUs = 12.9;        // fixed part of one extend CTA (17.0 before Q by TMA)
+constexpr double kExtendCtaUs = 17.0;        // fixed part of one extend CTA
 constexpr double kExtendSplitCtaUs = 1.0;    // more per CTA of a KV-split cluster (the merge)
 constexpr double kExtendKeyUs = 0.022;       // one key of a 192-row x 128-dim CTA
 // A persistent launch (one CTA per SM serving a share of the items): a CTA's start-up once, then
@@ -32,10 +32,8 @@ constexpr double kExtendKeyUs = 0.022;       // one key of a 192-row x 128-dim C
 // kExtendCtaUs (a CTA of one item costs what it does in a launch of one CTA per item). Fitted on
 // 28 persistent launches (10 compositions at tiles of 48 and 96 queries, 32/8/128, page 16: median
 // error 2.4%, p90 6.4%; benchmarks/RESULTS.md, session 9): most of a CTA's fixed cost is per
-// item, not the CTA's start-up. Q by TMA (session 22) took 4.1 us off the item's fixed part (the
-// timeline's wait for Q, first S, epilogue and gap: 9.1 -> 5.0 us at 192 rows, 5.9 -> 3.7 at 128,
-// benchmarks/RESULTS.md, session 22): 9.5 -> 5.4 here, the CTA's start-up unchanged.
-constexpr double kPersistentItemUs = 5.4;
+// item, not the CTA's start-up.
+constexpr double kPersistentItemUs = 9.5;
 constexpr double kPersistentStartUs = kExtendCtaUs - kPersistentItemUs;
 // An unsplit launch is persistent unless one CTA per item is estimated this much faster: both
 // estimates err by 2-4% (median) and the persistent launch measured 0-4% faster where they tie
@@ -62,11 +60,9 @@ constexpr double kExtendFp8KeyFactor = 1.2;
 // balance: benchmarks/RESULTS.md, session 20). An item's fixed part costs it kExtendTwoWgItemFactor
 // of the default's: the Q load, the epilogue's stores and the last P V of a third fewer rows
 // (one-wave launches of short items, P-512 22.3 -> 18.3 us, case C's extend half 0.023 -> 0.019
-// ms, and case J's persistent one, 0.232 -> 0.195: benchmarks/RESULTS.md, session 21). With Q by
-// TMA the 192-row shape gained more (its Q is half again as large): 0.75, from the timeline's
-// per-item phases plus the 0.4 us the fit carried beyond them (session 22).
+// ms, and case J's persistent one, 0.232 -> 0.195: benchmarks/RESULTS.md, session 21).
 constexpr double kExtendTwoWgKeyFactor = 1.10;
-constexpr double kExtendTwoWgItemFactor = 0.75;
+constexpr double kExtendTwoWgItemFactor = 0.6;
 
 // What an extend launch's estimate charges one item of a CTA of `block_rows` query rows at
 // `head_dim`: a key (its math, the fit's per-key cost scaled by rows x head dim, or, where
