@@ -137,11 +137,13 @@ def main():
                     help="comma list of the policies below, and fi for FlashInfer's decode")
     ap.add_argument("--phases", action="store_true",
                     help="also print each of our rows' kernels' GPU times (torch.profiler)")
+    ap.add_argument("--flush", default="write", choices=("write", "read"),
+                    help="how the L2 is flushed before each call (common.Timer's flush_kind)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     torch.manual_seed(0)
     global TIMER
-    TIMER = Timer("cuda")
+    TIMER = Timer("cuda", flush_kind=args.flush)
     copy_bw, read_bw = ceilings()
     print(f"ceilings: copy {copy_bw / 1e12:.3f} TB/s (read+write), read-only {read_bw / 1e12:.3f} TB/s",
           flush=True)
