@@ -61,6 +61,7 @@ CASES = {
     "L": dict(rows=32, seq=32768, Hq=32, Hkv=8, D=128),  # 32 rows at 32k
     "F": dict(rows=128, seq=8192, Hq=8, Hkv=1, D=128),
     "G": dict(rows=64, seq=4096, Hq=16, Hkv=8, D=256),
+    "K": dict(rows=128, seq=4096, Hq=32, Hkv=8, D=64),  # bench_mixed K's decode half (head dim 64)
     # page size 1 (sglang's default): every key its own page
     "H-p1": dict(rows=128, seq=4096, Hq=32, Hkv=8, D=128, page=1),
     "L-p1": dict(rows=32, seq=32768, Hq=32, Hkv=8, D=128, page=1),
