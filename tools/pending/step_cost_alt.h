@@ -24,7 +24,7 @@ namespace mixed_attn {
 // first one (median error 3.7% over 257 measured extend launches, p90 11%).
 constexpr double kStepFixedUs = 3.8;         // the rest of a step's layer (KV save, launch gaps)
 constexpr double kExtendCtaUs = 17.0;        // fixed part of one extend CTA
-constexpr double kExtendSplitCtaUs = 1.0;    // more per CTA of a KV-split cluster (the merge)
+constexpr double kExtendSplitCtaUs = 5.0;    // more per CTA of a KV-split cluster (the merge)
 constexpr double kExtendKeyUs = 0.022;       // one key of a 192-row x 128-dim CTA
 // A persistent launch (one CTA per SM serving a share of the items): a CTA's start-up once, then
 // a fixed part per item (the pass boundary: the last P V, the epilogue, the next Q and the first
