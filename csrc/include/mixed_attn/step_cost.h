@@ -24,7 +24,11 @@ namespace mixed_attn {
 // first one (median error 3.7% over 257 measured extend launches, p90 11%).
 constexpr double kStepFixedUs = 3.8;         // the rest of a step's layer (KV save, launch gaps)
 constexpr double kExtendCtaUs = 17.0;        // fixed part of one extend CTA
-constexpr double kExtendSplitCtaUs = 1.0;    // more per CTA of a KV-split cluster (the merge)
+// More per CTA of a KV-split cluster (the merge through distributed shared memory, the cluster's
+// co-scheduling): 1.0 until session 22. With 5.0 (and the cut merge below), the steps of a
+// 500-step sweep that leave a KV split measured 1-10% faster in 12 of 13, the other 1.03x
+// (benchmarks/RESULTS.md, session 22; tools/pending/refit_check.sh).
+constexpr double kExtendSplitCtaUs = 5.0;
 constexpr double kExtendKeyUs = 0.022;       // one key of a 192-row x 128-dim CTA
 // A persistent launch (one CTA per SM serving a share of the items): a CTA's start-up once, then
 // a fixed part per item (the pass boundary: the last P V, the epilogue, the next Q and the first
@@ -172,8 +176,14 @@ class PersistentLaunchEstimate {
 // each run as `parts` units over a share of the item's K/V tiles, dealt after the whole items;
 // each unit parks its partial state in the arena and the last of an item's units to finish merges
 // them (extend/sm90/cut_merge.cuh). A part costs an item's fixed part, its share of the keys and
-// this much for its partial's store and its share of the merge (the model's value, not fitted).
-constexpr double kExtendPartMergeUs = 2.0;
+// this much for its partial's store and its share of the merge: 2.0 (the model's value) until
+// session 22, when P-512 measured its cut (44 items in 2 parts, one wave) no faster than uncut
+// where 2.0 credited it 12%: a part's partial goes to the arena and back at one CTA's rate. With
+// 6.0, A and P-512 take the 128-row shape uncut (0.98x / 0.97x) and C a persistent launch (0.99x);
+// two steps then go from cut items to a KV split and lose (1.14x, 1.20x: head dim 64, one KV
+// head; benchmarks/RESULTS.md, session 22). Over the 22 steps the change moves, measured: geomean
+// 0.985, total -2.9%.
+constexpr double kExtendPartMergeUs = 6.0;
 // A step takes the 128-row shape where its estimate beats the default's by this (plan.cc, step 3e).
 constexpr double kAltRowsMargin = 1.05;
 // A cut plan must be estimated at least this much faster than the uncut launch: the persistent
