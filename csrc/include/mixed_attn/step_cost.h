@@ -26,7 +26,7 @@ constexpr double kStepFixedUs = 3.8;         // the rest of a step's layer (KV s
 constexpr double kExtendCtaUs = 17.0;        // fixed part of one extend CTA
 // More per CTA of a KV-split cluster (the merge through distributed shared memory, the cluster's
 // co-scheduling): 1.0 until session 22. With 5.0 (and the cut merge below), the steps of a
-// 500-step sweep that leave a KV split measured 1-10% faster in 12 of 13, the other 1.03x
+// 500-step sweep that leave a KV split measured 0.5-10% faster in 12 of 13, the other 1.03x slower
 // (benchmarks/RESULTS.md, session 22; tools/pending/refit_check.sh).
 constexpr double kExtendSplitCtaUs = 5.0;
 constexpr double kExtendKeyUs = 0.022;       // one key of a 192-row x 128-dim CTA
