@@ -17,15 +17,14 @@ KV bytes = sum over decode rows of seq_len * Hkv * D * 2 (K and V) * 2 bytes.
 floor = KV bytes / ceiling; the printed fractions are floor / time (1.0 = at
 the ceiling). The merge kernel, when the plan splits rows, is inside the time.
 
-Measured on an H200 with the old, host-inclusive timing (2026-11-30, final config: 4 warps, 96 KB ring; default
-policy sm2; floor/time against copy | read-only):
-  H  128 rows @4k, 32/8/128:  0.532 ms  0.963 | 0.907   (another machine: 0.506 ms, 1.007 | 0.941)
-  L   32 rows @32k, 32/8/128: 1.066 ms  0.961 | 0.905   (sm4bal 1.008 ms, 1.016 | 0.957)
-  F  128 rows @8k,  8/1/128:  0.184 ms  0.694 | 0.654   (sm4bal 0.164 ms, 0.782 | 0.736)
-  G   64 rows @4k, 16/8/256:  0.584 ms  0.877 | 0.826   (sm1 0.560 ms, 0.915 | 0.862)
-
-The "bal" rows above came from a planner experiment (equal split lengths) that the planner does
-not have; they are kept as notes for the policy work.
+Measured on an H200 (2026-12-04, session 22, this timing; default policy sm2; floor/time against
+read-only; FlashInfer's tensor-core decode in the same call; benchmarks/RESULTS.md):
+  H  128 rows @4k, 32/8/128:  0.4923 ms  0.936   FI 0.4960 (ours 0.993x)
+  L   32 rows @32k, 32/8/128: 0.9576 ms  0.962   FI 0.9649 (0.992x)
+  F  128 rows @8k,  8/1/128:  0.1437 ms  0.801   FI 0.1455 (0.988x)
+  G   64 rows @4k, 16/8/256:  0.5006 ms  0.919   FI 0.4987 (1.004x)
+  K  128 rows @4k, 32/8/64:   0.2950 ms  0.780   FI 0.2739 (1.077x)
+--flush read flushes the L2 by reading instead of writing (common.Timer's flush_kind).
 
 With --phases, each of our rows also prints its kernels' mean GPU times (torch.profiler over 20
 calls: stage 1, the merge) and what the CUDA-event time holds beyond their sum (launch gaps,
