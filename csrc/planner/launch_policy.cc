@@ -126,10 +126,10 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
         "that is a multiple of 16 and a bf16/fp16 cache (kernel ",
         extend_kernel_name(p.extend_kernel), ", page_size ", page_size, kv_fp8 ? ", fp8 cache" : "", ")");
   p.extend_tma = req.extend_tma == 1;
-  // Q by TMA (any page size and cache type: q is always 16-bit): two tensor copies for a tile's
-  // Q, issued by one thread, instead of the producer's 16-byte copies. Those issue at about one
-  // warp instruction per 0.2 us each at the start of an item (benchmarks/RESULTS.md, session 22:
-  // 4.6 us to issue a 192-row Q, most of an item's wait before its first S).
+  // Q by TMA (any page size and cache type: q is always 16-bit): head_dim / 64 tensor copies for a
+  // tile's Q, issued by one thread, instead of the producer's 16-byte copies, which took about
+  // 0.2 us a warp instruction to issue at the start of an item (benchmarks/RESULTS.md, session 22:
+  // 4.6 us for a 192-row Q, most of an item's wait before its first S).
   const bool q_tma_fits = p.extend_kernel == ExtendKernel::kSm90 && dev.tma_encoder;
   if (req.extend_q_tma == 1 && !q_tma_fits)
     return cat("extend_q_tma=1 needs the sm90 extend kernel and a driver with cuTensorMapEncodeTiled (kernel ",
