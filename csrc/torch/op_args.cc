@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 namespace mixed_attn {
@@ -30,6 +31,17 @@ void check_shape(const at::Tensor& t, const char* name, std::vector<int64_t> wan
 void check_last_dim_contiguous(const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.stride(-1) == 1, "mixed_attn.forward: ", name,
               " must be contiguous in its last dimension, got strides ", t.strides());
+}
+
+// The GPU kernels copy q in 16-byte pieces, and the sm_90a kernel by TMA, whose tensor map takes
+// an address and strides of multiples of 16 bytes: a q that breaks this is refused here, before
+// anything is written, on every device (one contract).
+void check_q_16_byte_aligned(const at::Tensor& q) {
+  const int64_t es = int64_t(q.element_size());
+  const bool ok =
+      reinterpret_cast<uintptr_t>(q.data_ptr()) % 16 == 0 && q.stride(0) * es % 16 == 0 && q.stride(1) * es % 16 == 0;
+  TORCH_CHECK(ok, "mixed_attn.forward: q's address and its token and head strides must be multiples of 16 bytes, got ",
+              "strides ", q.strides(), " (elements of ", es, " bytes)");
 }
 
 void check_finite_positive(double x, const char* name) {
@@ -88,6 +100,7 @@ ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q, bool capt
     TORCH_CHECK(a.q.size(0) == T, F, "q has ", a.q.size(0), " tokens but the plan has ", T, " (qo_indptr[-1])");
   }
   check_last_dim_contiguous(a.q, "q");
+  check_q_16_byte_aligned(a.q);
   // plan_meta
   check_device(a.plan_meta, "plan_meta", dev);
   TORCH_CHECK(a.plan_meta.scalar_type() == at::kInt && a.plan_meta.dim() == 1 && a.plan_meta.is_contiguous(), F,
