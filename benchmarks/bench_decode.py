@@ -115,13 +115,6 @@ def flashinfer_decode(q, k_cache, v_cache, kv_indices, kvp, lens, page, out):
     return fn, None
 
 
-TIMER = None  # common.Timer, made in main
-
-
-def time_ms(fn, graph=False):
-    return TIMER.time(fn, graph=graph)["ms"]
-
-
 def ceilings():
     c = measure_ceilings("cuda")
     return c["copy_tbs"] * 1e12, c["read_tbs"] * 1e12
@@ -145,8 +138,7 @@ def main():
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     torch.manual_seed(0)
-    global TIMER
-    TIMER = Timer("cuda", flush_kind=args.flush)
+    timer = Timer("cuda", flush_kind=args.flush)
     copy_bw, read_bw = ceilings()
     print(f"ceilings: copy {copy_bw / 1e12:.3f} TB/s (read+write), read-only {read_bw / 1e12:.3f} TB/s",
           flush=True)
@@ -161,7 +153,7 @@ def main():
         out = torch.empty_like(q)
         lse = torch.empty(q.shape[0], c["Hq"], device="cuda")
         def record(pname, plan, fn):
-            t = time_ms(fn, graph=pname == "graph_replay")
+            t = timer.time(fn, graph=pname == "graph_replay")["ms"]
             if args.phases and pname != "triton":
                 phases = kernel_us(fn)
                 rest = t * 1e3 - sum(phases.values())
@@ -197,7 +189,7 @@ def main():
             if fn is None:
                 print(f"{name:2s} fi_dec   not measured: {why}", flush=True)
             else:
-                t_fi = time_ms(fn)
+                t_fi = timer.time(fn)["ms"]
                 # Same inputs: FlashInfer's output against the op's (the last policy run).
                 diff = (fi_out.float() - out.float()).abs().max().item()
                 print(f"{name:2s} fi_dec vs mixed_attn: max |diff| {diff:.2e}", flush=True)
