@@ -61,6 +61,9 @@ CASES = {
     "F": dict(rows=128, seq=8192, Hq=8, Hkv=1, D=128),
     "G": dict(rows=64, seq=4096, Hq=16, Hkv=8, D=256),
     "K": dict(rows=128, seq=4096, Hq=32, Hkv=8, D=64),  # bench_mixed K's decode half (head dim 64)
+    # K's bytes and queries as 4 kv heads of 128: what K's stage-1 CTA over two adjacent kv heads
+    # reads (256 contiguous bytes a key instead of 128) and computes, for comparison (issue 15).
+    "K-pair": dict(rows=128, seq=4096, Hq=32, Hkv=4, D=128),
     # page size 1 (sglang's default): every key its own page
     "H-p1": dict(rows=128, seq=4096, Hq=32, Hkv=8, D=128, page=1),
     "L-p1": dict(rows=32, seq=32768, Hq=32, Hkv=8, D=128, page=1),
@@ -71,6 +74,8 @@ POLICIES = [
     # Ordinary launches: with PDL (the default on 9.0+) the merge starts while stage 1 runs and
     # waits inside it, so --phases gives it stage 1's time; these rows time the phases apart.
     ("sm2_nopdl", dict(ctas_per_sm=2, pdl=False)),
+    # One kv head a stage-1 CTA where the policy reads two (head dim 64: decode_kv_pack).
+    ("pack1", dict(ctas_per_sm=2, decode_kv_pack=1)),
     ("narrow_nopdl", dict(ctas_per_sm=2, decode_backend="tensor_core_narrow", pdl=False)),
     # The two tensor-core stage-1 kernels forced (the default plan picks one of them): queries on
     # the MMA's M side (wide), or keys there with <= 8 (query, head) pairs a CTA (narrow).

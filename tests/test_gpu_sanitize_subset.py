@@ -62,6 +62,23 @@ def test_sanitize_narrow_decode(page_size, kv_dtype):
     assert_close_to_reference(out, lse, ro, rl, torch.bfloat16, loose=3.0 if kv_dtype else 1.0)
 
 
+@pytest.mark.parametrize("page_size", [1, 16])
+@pytest.mark.parametrize("kv_dtype", [None, FP8], ids=["bf16", "fp8"])
+def test_sanitize_two_kv_heads_a_decode_cta(page_size, kv_dtype):
+    # decode_kv_pack=2 (head dim 64): two kv-head slots of two heads each, verify rows of 2 at
+    # group 4 (16 pairs a CTA), one-token rows, split.
+    ext, pre = [2, 1, 2, 40, 1], [500, 90, 0, 20, 1000]
+    b = make_batch(ext, pre, num_qo_heads=16, num_kv_heads=4, head_dim=64, page_size=page_size,
+                   kv_dtype=kv_dtype, device="cuda", seed=page_size + 11)
+    sinks = torch.randn(16, device="cuda")
+    opts = dict(window_left=300, logit_cap=20.0, sinks=sinks)
+    out, lse, _, _, w = run_op(b, decode_kv_pack=2, decode_max_q=2, deterministic=True,
+                               fixed_split_tokens=128, **opts)
+    assert w.plan_launch["decode_kv_pack"] == 2
+    ro, rl, *_ = run_reference(b, **opts)
+    assert_close_to_reference(out, lse, ro, rl, torch.bfloat16, loose=3.0 if kv_dtype else 1.0)
+
+
 @pytest.mark.parametrize("persistent", [True, False], ids=["persistent", "per_item"])
 @pytest.mark.parametrize("page_size", [1, 16])
 @pytest.mark.parametrize("kv_dtype", [None, FP8], ids=["bf16", "fp8"])

@@ -342,6 +342,40 @@ def test_a_step_whose_rows_fit_takes_the_narrow_decode_at_head_dim_256():
     assert field(plan(H200, [1, 1, 300], [4000, 9, 50]), "decode_kernel") == 1  # head dim 128: wide
 
 
+def test_two_kv_heads_a_decode_cta_at_head_dim_64():
+    """decode_kv_pack: at head dim 64 with a 16-bit cache the tensor-core decode reads two adjacent
+    kv heads a CTA (one 128-wide row a key) on a step whose rows' pairs of both heads fit one MMA
+    block; the grid then has half the kv-head slots, so the SM-aware split takes longer chunks.
+    Elsewhere (head dim 128, fp8, odd kv heads, rows past the block, the narrow kernel) one head."""
+    pk = lambda ext, pre, **kw: field(plan(H200, ext, pre, **kw), "decode_kv_pack")  # noqa: E731
+    dec = ([1] * 8, [4000] * 8)
+    assert pk(*dec, d=64) == 2 and pk(*dec, d=128) == 1
+    assert pk(*dec, d=64, kv_fp8=1) == 1 and pk(*dec, d=64, kv_fp8=1, decode_kv_pack=2) == 2
+    assert pk(*dec, d=64, decode_kv_pack=1) == 1
+    assert pk(*dec, d=64, hq=12, hkv=3) == 1  # odd kv heads: by the policy, one head a CTA
+    assert pk(*dec, d=64, hq=64, hkv=8) == 2  # group 8: 16 pairs, one block
+    assert pk(*dec, d=64, hq=64, hkv=4) == 1  # group 16: 32 pairs
+    assert pk([1, 2, 300], [4000, 9, 50], d=64) == 2  # a verify row of 2 x group 4 x 2 heads = 16
+    assert pk([1, 3, 300], [4000, 9, 50], d=64) == 1  # 3 tokens: 24 pairs
+    assert pk(*dec, d=64, deterministic=1) == 1  # the policy's bound (8 queries) decides
+    assert pk(*dec, d=64, deterministic=1, decode_max_q=2) == 2
+    assert pk(*dec, d=64, decode_kernel=2) == 1  # portable
+    assert pk(*dec, d=64, decode_kernel=4) == 1  # narrow
+    # Half the kv-head slots: twice the splits fill the GPU (8 rows at 4k: 8 heads x 4 splits of
+    # 1024 keys, or 4 slots x 8 splits of 512, about 264 CTAs either way).
+    one = plan(H200, *dec, d=64, decode_kv_pack=1)
+    two = plan(H200, *dec, d=64)
+    assert field(one, "max_splits") == 4 and field(two, "max_splits") == 8
+    with pytest.raises(RuntimeError, match="decode_kv_pack=2 needs the tensor_core decode kernel at head dim 64"):
+        policy(H200, d=128, decode_kv_pack=2)
+    with pytest.raises(RuntimeError, match="decode_kv_pack=2 needs the tensor_core decode kernel"):
+        policy(H200, d=64, decode_kernel=4, decode_kv_pack=2)
+    with pytest.raises(RuntimeError, match="num_kv_heads must be even"):
+        plan(H200, *dec, d=64, hq=12, hkv=3, decode_kv_pack=2)
+    with pytest.raises(RuntimeError, match="decode_kv_pack must be in"):
+        policy(H200, d=64, decode_kv_pack=3)
+
+
 def test_sm90_128_row_shape_where_the_estimate_finds_it_faster():
     # Rows of 32 new tokens at a group of 4 fill a 128-row tile and two thirds of a 192-row one: a
     # step of them takes the sm_90a kernel's 128-row shape (measured on the H200, session 20: case

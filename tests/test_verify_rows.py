@@ -127,3 +127,35 @@ def test_random_mixes(device, backend):
         out, lse, _, _, w = run_op(b, decode_max_q=rng.choice([1, 4, 16]), **_kw(backend))
         ro, rl, _, _ = run_reference(b)
         assert_close_to_reference(out, lse, ro, rl, torch.bfloat16)
+
+
+@pytest.mark.skipif(not CUDA, reason="the CUDA tensor-core stage 1")
+@pytest.mark.parametrize("dtypes", [(torch.bfloat16, None), (torch.float16, None), (torch.bfloat16, FP8)],
+                         ids=["bf16", "fp16", "fp8"])
+@pytest.mark.parametrize("page_size", [1, 16])
+@pytest.mark.parametrize("heads", [(4, 2), (8, 2), (16, 2), (24, 6)], ids=["gqa2", "gqa4", "gqa8", "gqa4x3"])
+def test_two_kv_heads_a_decode_cta(dtypes, page_size, heads):
+    """decode_kv_pack=2 at head dim 64: the tensor-core stage 1 reads two adjacent kv heads as one
+    128-wide row, each pair's query zero outside its head's half. One-token rows and (where two
+    heads' pairs fit one MMA block) verify rows of 2, prefix 0 to long, split and unsplit,
+    window / cap / sinks, deterministic; against the fp64 reference and the one-head launch."""
+    dtype, kv_dtype = dtypes
+    Hq, Hkv = heads
+    group = Hq // Hkv
+    max_q = 2 if 2 * group * 2 <= 16 else 1
+    ext, pre = _shuffled([(1, 0), (1, 5), (max_q, 900), (1, 3001), (max_q, 0), (1, 4100), (40, 70)],
+                         seed=page_size + Hq)
+    scales = dict(k_scale=0.5, v_scale=2.0) if kv_dtype else {}
+    b = make_batch(ext, pre, Hq, Hkv, 64, page_size, dtype=dtype, kv_dtype=kv_dtype, device="cuda",
+                   seed=page_size + Hq, **scales)
+    sinks = torch.randn(Hq, generator=torch.Generator().manual_seed(Hq)).to("cuda")
+    for opts, det in ((dict(), False), (dict(window_left=300, logit_cap=20.0, sinks=sinks), True)):
+        kw = dict(decode_max_q=max_q, deterministic=det, fixed_split_tokens=256, min_split_tokens=64, **opts,
+                  **scales)
+        out, lse, _, _, w = run_op(b, decode_kv_pack=2, **kw)
+        assert w.plan_launch["decode_kv_pack"] == 2 and w.num_decode_rows == 6
+        ro, rl, _, _ = run_reference(b, **opts, **scales)
+        assert_close_to_reference(out, lse, ro, rl, dtype, loose=1.5 if kv_dtype else 1.0)
+        one, one_lse, _, _, w1 = run_op(b, decode_kv_pack=1, **kw)
+        assert w1.plan_launch["decode_kv_pack"] == 1
+        assert (out.float() - one.float()).abs().max() <= 2e-2 and (lse - one_lse).abs().max() <= 1e-4

@@ -170,6 +170,34 @@ int fastest_kv_splits(const Keys& keys, int64_t n, int64_t head_groups, int lo, 
   return best;
 }
 
+// The decode launch of a step whose decode rows have at most launch_q queries: the stage-1
+// kernel (the narrow one where the policy lets the step pick it and every row fits one CTA of
+// <= 8 pairs: the same grid and CTA count as the wide one), the kv heads one CTA reads, and so
+// the (query, head) pairs per query of one CTA's kv heads, the kv-head slots of the grid and the
+// MMA blocks a CTA serves. Graph bounds and every step plan it alike.
+struct DecodeShape {
+  DecodeKernel kernel;
+  int32_t kv_pack;     // kv heads one CTA reads (decode_step_kv_pack)
+  int32_t group;       // (query, head) pairs per query of those kv heads: GQA group x kv_pack
+  int64_t kv_slots;    // num_kv_heads / kv_pack
+  int32_t cta_blocks;  // 16-pair MMA blocks per CTA (decode_cta_blocks)
+};
+
+DecodeShape decode_shape(const PlanConfig& cfg, const LaunchPolicy& policy, int32_t launch_q) {
+  const int32_t group = cfg.num_qo_heads / cfg.num_kv_heads;
+  DecodeShape s;
+  s.kernel = policy.decode_narrow_when_fits && launch_q * group <= kDecodeNarrowPairs ? DecodeKernel::kTensorCoreNarrow
+                                                                                      : policy.decode_kernel;
+  s.kv_pack = s.kernel == DecodeKernel::kTensorCore
+                  ? decode_step_kv_pack(policy.decode_kv_pack, cfg.num_kv_heads, launch_q, group)
+                  : 1;
+  s.group = group * s.kv_pack;
+  s.kv_slots = cfg.num_kv_heads / s.kv_pack;
+  s.cta_blocks = decode_cta_blocks(launch_q, s.group, cfg.head_dim * s.kv_pack, cfg.kv_fp8,
+                                   policy.decode_kernel == DecodeKernel::kTensorCore);
+  return s;
+}
+
 }  // namespace
 
 int64_t plan_meta_capacity(int64_t max_rows, int64_t max_tokens, int64_t extend_tile_tokens, int64_t head_groups) {
@@ -205,18 +233,17 @@ std::string graph_bounds(const PlanConfig& cfg, const LaunchPolicy& policy, Grap
     } else if (cfg.deterministic) {
       g.max_partials = worst;  // fixed-size splits: no bound from the policy
     } else {
-      // The SM-aware chunk is at least W * Hkv / (target * c1), W = sum of keys_d * ctas(q_d),
-      // c1 = ctas(1) (plan_step), and n_d <= 1 + keys_d / chunk, so the slots sum_d q_d * n_d
-      // are at most T_dec + max_q ceil(q * c1 * target / (ctas(q) * Hkv)): T_dec + target / Hkv
-      // for one-token rows.
+      // The SM-aware chunk is at least W * S / (target * c1), W = sum of keys_d * ctas(q_d),
+      // c1 = ctas(1), S the kv-head slots (plan_step), and n_d <= 1 + keys_d / chunk, so the slots
+      // sum_d q_d * n_d are at most T_dec + max_q ceil(q * c1 * target / (ctas(q) * S)):
+      // T_dec + target / S for one-token rows.
       const int64_t target = int64_t(cfg.device.num_sms) * cfg.ctas_per_sm;
-      const int32_t group = cfg.num_qo_heads / cfg.num_kv_heads;
-      const int m = decode_cta_blocks(int(dmq), group, cfg.head_dim, cfg.kv_fp8,
-                                      policy.decode_kernel == DecodeKernel::kTensorCore);
-      const int64_t c1 = decode_row_ctas(1, group, m);
+      const DecodeShape ds = decode_shape(cfg, policy, int32_t(dmq));  // a graph launch's bound is dmq
+      const int64_t c1 = decode_row_ctas(1, ds.group, ds.cta_blocks);
       int64_t extra = 0;
       for (int32_t q = 1; q <= dmq; ++q)
-        extra = std::max(extra, ceil_div(q * c1 * target, int64_t(decode_row_ctas(q, group, m)) * cfg.num_kv_heads));
+        extra = std::max(extra,
+                         ceil_div(q * c1 * target, int64_t(decode_row_ctas(q, ds.group, ds.cta_blocks)) * ds.kv_slots));
       g.max_partials = std::min(worst, decode_tokens + extra);
     }
   }
@@ -228,8 +255,11 @@ std::string config_launch_policy(const PlanConfig& cfg, LaunchPolicy* out) {
   if (std::string e = check_config(cfg); !e.empty()) return e;
   std::string e = choose_launch_policy(cfg.device, cfg.head_dim, cfg.num_qo_heads / cfg.num_kv_heads, cfg.page_size,
                                        cfg.kv_fp8, cfg.request, out);
+  if (!e.empty()) return e;
+  if (cfg.request.decode_kv_pack == 2 && cfg.num_kv_heads % 2 != 0)
+    return cat("decode_kv_pack=2 pairs adjacent kv heads: num_kv_heads must be even, got ", cfg.num_kv_heads);
   // Fold plans send every row to the extend kernel: no decode-class rows.
-  if (e.empty() && cfg.mode == DispatchMode::kFold) out->decode_max_q = 0;
+  if (cfg.mode == DispatchMode::kFold) out->decode_max_q = 0;
   return e;
 }
 
@@ -325,20 +355,16 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   // 2. Split counts. Splits start on multiples of `align` keys so that a split
   // covers whole pages and whole kernel tiles.
   const int64_t align = std::max<int64_t>(cfg.page_size, 64);
-  const int32_t group = cfg.num_qo_heads / cfg.num_kv_heads;
   // The launch's bound on a decode row's queries (grid and kernel variant): the step's longest,
   // or the policy's in graph-safe and deterministic plans, so that neither the captured geometry
   // nor a row's kernel variant depends on the rest of the batch. It fixes the MMA blocks per CTA.
   const int32_t launch_q =
       (cfg.graph_safe || cfg.deterministic) ? std::max(1, policy.decode_max_q) : std::max(1, max_decode_q);
-  const int cta_blocks =
-      decode_cta_blocks(launch_q, group, cfg.head_dim, cfg.kv_fp8, policy.decode_kernel == DecodeKernel::kTensorCore);
-  // The stage-1 kernel of this step: the narrow one where the policy lets the step pick it and
-  // every decode row fits (one CTA of <= 8 pairs: the same grid and CTA count as the wide one).
-  const DecodeKernel decode_kernel = policy.decode_narrow_when_fits && launch_q * group <= kDecodeNarrowPairs
-                                         ? DecodeKernel::kTensorCoreNarrow
-                                         : policy.decode_kernel;
-  const int64_t one_query_ctas = decode_row_ctas(1, group, cta_blocks);
+  const DecodeShape dshape = decode_shape(cfg, policy, launch_q);
+  const int32_t dgroup = dshape.group;        // (query, head) pairs per query of a CTA's kv heads
+  const int64_t kv_slots = dshape.kv_slots;  // kv-head slots of the grid
+  const int cta_blocks = dshape.cta_blocks;
+  const int64_t one_query_ctas = decode_row_ctas(1, dgroup, cta_blocks);
   chunk.resize(Nd);  // the key counts of step 1
   split_indptr.resize(Nd + 1);
   split_indptr[0] = 0;
@@ -349,7 +375,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   if (max_decode_q > 1) {
     total_keys = 0;
     for (int64_t d = 0; d < Nd; ++d)
-      total_keys += int64_t(chunk[d]) * decode_row_ctas(extend_len(decode_rows[d]), group, cta_blocks);
+      total_keys += int64_t(chunk[d]) * decode_row_ctas(extend_len(decode_rows[d]), dgroup, cta_blocks);
     total_keys = ceil_div(total_keys, one_query_ctas);
   }
   int64_t chunk_all;
@@ -360,7 +386,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     // SM-aware: enough (row, kv head, split) CTAs to fill the GPU, but never
     // splits shorter than min_split_tokens.
     const int64_t target_ctas = int64_t(cfg.device.num_sms) * cfg.ctas_per_sm;
-    chunk_all = ceil_div(total_keys * cfg.num_kv_heads, std::max<int64_t>(1, target_ctas));
+    chunk_all = ceil_div(total_keys * kv_slots, std::max<int64_t>(1, target_ctas));
     chunk_all = round_up(std::max<int64_t>(chunk_all, cfg.min_split_tokens), align);
     // Wave-aware: the launch lasts about (waves of target_ctas CTAs) x (its longest split plus a
     // CTA's fixed cost), so the chunk is the candidate with the lowest such cost; ties keep fewer
@@ -389,7 +415,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
       // candidate that can still win. Splits: each row takes at least those of the shortest row
       // and, when no row reaches the per-row cap, the rows together at least sum_keys / c; a
       // row's CTAs per split are at least a one-query row's. The longest row's split is exact.
-      const int64_t H = cfg.num_kv_heads, target = std::max<int64_t>(1, target_ctas);
+      const int64_t H = kv_slots, target = std::max<int64_t>(1, target_ctas);
       const int64_t cap = cfg.max_splits_per_row;
       int64_t bound[16];
       for (int i = 0; i < num_cands; ++i) {
@@ -416,7 +442,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
             const int64_t keys = chunk[d];  // the key counts of step 1
             const int64_t n = row_splits(keys, c, align, cfg, &row_chunk);
             ctas += n * (max_decode_q <= 1 ? one_query_ctas
-                                           : decode_row_ctas(extend_len(decode_rows[d]), group, cta_blocks));
+                                           : decode_row_ctas(extend_len(decode_rows[d]), dgroup, cta_blocks));
             longest = std::max(longest, std::min(keys, row_chunk));
           }
         }
@@ -443,7 +469,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     split_indptr[d + 1] = int32_t(split_indptr[d] + n * q);  // q slots per split
     max_splits = std::max<int32_t>(max_splits, int32_t(n));
     if (may_choose_mode) {
-      decode_ctas += n * (max_decode_q <= 1 ? one_query_ctas : decode_row_ctas(q, group, cta_blocks));
+      decode_ctas += n * (max_decode_q <= 1 ? one_query_ctas : decode_row_ctas(q, dgroup, cta_blocks));
       longest_split = std::max(longest_split, std::min(keys, c));
     }
   }
@@ -654,10 +680,10 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     const int64_t kv_elem = cfg.kv_fp8 ? 1 : 2;
     const int64_t head_key_bytes = int64_t(cfg.head_dim) * 2 * kv_elem;  // K and V of one key, one kv head
     const int64_t target = int64_t(cfg.device.num_sms) * cfg.ctas_per_sm;
-    const int64_t waves = ceil_div(decode_ctas * cfg.num_kv_heads, std::max<int64_t>(1, target));
+    const int64_t waves = ceil_div(decode_ctas * kv_slots, std::max<int64_t>(1, target));
     est_split_us = kStepFixedUs + extend_us +
                    decode_half_us(double(total_keys) * head_key_bytes * cfg.num_kv_heads, waves,
-                                  double(longest_split) * head_key_bytes);
+                                  double(longest_split) * head_key_bytes * dshape.kv_pack);
     // The fold launch: the decode rows' tiles merged into the extend tiles' costliest-first order.
     std::vector<int32_t>& dec_keys = scratch.fold_dec_keys;
     std::vector<int32_t>& fold_keys = scratch.fold_keys;
@@ -725,7 +751,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   info[kPlanExtendCutItems] = cut_items;
   info[kPlanExtendItemParts] = item_parts;
   info[kPlanExtendCutSlot0] = num_partials;
-  info[kPlanDecodeKernel] = int64_t(decode_kernel);
+  info[kPlanDecodeKernel] = int64_t(dshape.kernel);
   info[kPlanKvFp8] = cfg.kv_fp8 ? 1 : 0;
   info[kPlanGraphSafe] = cfg.graph_safe ? 1 : 0;
   info[kPlanGraphMaxRows] = cfg.graph_safe ? cfg.graph_max_rows : 0;
@@ -735,6 +761,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   info[kPlanDecodeMaxQ] = launch_q;
   info[kPlanDecodeMaxQPolicy] = policy.decode_max_q;
   info[kPlanDecodeCtaBlocks] = cta_blocks;
+  info[kPlanDecodeKvPack] = dshape.kv_pack;
   info[kPlanPdl] = policy.pdl ? 1 : 0;
 
   // 5. Fill the buffer (only now: a rejected plan writes nothing).
@@ -792,6 +819,7 @@ PlanView plan_view(const int64_t* info, const int32_t* meta) {
   v.decode_kernel = int32_t(info[kPlanDecodeKernel]);
   v.decode_max_q = int32_t(info[kPlanDecodeMaxQ]);
   v.decode_cta_blocks = int32_t(info[kPlanDecodeCtaBlocks]);
+  v.decode_kv_pack = int32_t(info[kPlanDecodeKvPack]);
   v.pdl = int32_t(info[kPlanPdl]);
   const bool graph = info[kPlanGraphSafe] != 0;
   v.maybe_counts = graph ? meta + info[kPlanOffCounts] : nullptr;
@@ -812,7 +840,8 @@ const char* const* plan_config_field_names() {
       "device_tma_encoder", "device_hip_mfma", "extend_kernel", "decode_kernel", "extend_kv_splits", "extend_tma",
       "extend_tile_tokens", "graph_safe", "graph_max_rows", "graph_max_tokens",
       "graph_max_extend_tokens", "graph_max_partials", "graph_max_kv_pages", "decode_max_q",
-      "extend_persistent", "extend_item_parts", "pdl", "extend_block_rows", "extend_q_tma", nullptr};
+      "extend_persistent", "extend_item_parts", "pdl", "extend_block_rows", "extend_q_tma", "decode_kv_pack",
+      nullptr};
   // clang-format on
   return names;
 }
@@ -831,7 +860,7 @@ const char* const* plan_info_field_names() {
       "graph_max_rows", "graph_max_tokens", "graph_max_tiles", "graph_max_partials", "decode_max_q",
       "decode_max_q_policy", "decode_cta_blocks", "mode_requested", "est_split_ns", "est_fold_ns", "extend_ctas",
       "extend_cut_items", "extend_item_parts", "extend_cut_slot0", "off_extend_cut_counters", "pdl", "extend_q_tma",
-      nullptr};
+      "decode_kv_pack", nullptr};
   // clang-format on
   return names;
 }
@@ -846,12 +875,12 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
       return cat(plan_config_field_names()[f], " must be in [", lo, ", ", hi, "], got ", v[f]);
     return {};
   };
-  for (auto e :
-       {in(kCfgMode, 0, 2), in(kCfgDeterministic, 0, 1), in(kCfgKvFp8, 0, 1), in(kCfgDeviceKind, 0, 2),
-        in(kCfgDeviceSm90Extend, 0, 1), in(kCfgDeviceTmaEncoder, 0, 1), in(kCfgDeviceHipMfma, 0, 1),
-        in(kCfgExtendKernel, 0, 3), in(kCfgDecodeKernel, 0, 4), in(kCfgExtendTma, -1, 1), in(kCfgExtendQTma, -1, 1),
-        in(kCfgExtendPersistent, -1, 1), in(kCfgExtendItemParts, -1, kExtendMaxItemParts), in(kCfgPdl, -1, 1),
-        in(kCfgExtendBlockRows, 0, 256), in(kCfgGraphSafe, 0, 1), in(kCfgWindowLeft, -1, INT32_MAX)})
+  for (auto e : {in(kCfgMode, 0, 2), in(kCfgDeterministic, 0, 1), in(kCfgKvFp8, 0, 1), in(kCfgDeviceKind, 0, 2),
+                 in(kCfgDeviceSm90Extend, 0, 1), in(kCfgDeviceTmaEncoder, 0, 1), in(kCfgDeviceHipMfma, 0, 1),
+                 in(kCfgExtendKernel, 0, 3), in(kCfgDecodeKernel, 0, 4), in(kCfgExtendTma, -1, 1),
+                 in(kCfgExtendQTma, -1, 1), in(kCfgExtendPersistent, -1, 1),
+                 in(kCfgExtendItemParts, -1, kExtendMaxItemParts), in(kCfgPdl, -1, 1), in(kCfgDecodeKvPack, 0, 2),
+                 in(kCfgExtendBlockRows, 0, 256), in(kCfgGraphSafe, 0, 1), in(kCfgWindowLeft, -1, INT32_MAX)})
     if (!e.empty()) return e;
   PlanConfig& c = *cfg;
   c.page_size = int32_t(v[kCfgPageSize]);
@@ -889,6 +918,7 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
   c.request.extend_item_parts = int32_t(v[kCfgExtendItemParts]);
   c.request.pdl = int32_t(v[kCfgPdl]);
   c.request.extend_block_rows = int32_t(v[kCfgExtendBlockRows]);
+  c.request.decode_kv_pack = int32_t(v[kCfgDecodeKvPack]);
   return {};
 }
 

@@ -126,6 +126,12 @@ class MixedAttention:
             dependent of the extend kernel (its CTAs take the SMs the extend's last CTAs leave
             idle) and the merge as stage 1's (programmatic dependent launch;
             csrc/cuda/common/pdl.cuh).
+        decode_kv_pack: None (policy: 2 on the tensor_core kernel at head dim 64 with a 16-bit
+            cache), 1 or 2: kv heads one decode CTA reads. With 2 a step whose kv heads pair up
+            and whose decode rows' pairs of two heads fit one 16-row MMA block (plain decode
+            rows up to a GQA group of 8) reads two adjacent kv heads' 128-wide rows as one
+            (launch_policy.h, decode_step_kv_pack); plan_info's decode_kv_pack says what a step
+            took. An error at other head dims or kernels, or with an odd num_kv_heads.
         The six policy overrides default to the MIXED_ATTN_* variables of mixed_attn/env.py. Every launch
         decision is made by the planner and recorded in the plan (`launch_policy`, and per
         step `plan_launch`); an override the device cannot honour is an error here.
@@ -138,7 +144,7 @@ class MixedAttention:
                  min_split_tokens=256, ctas_per_sm=2, extend_backend=None, decode_backend=None,
                  extend_kv_splits=None, extend_tma=None, cuda_graph=False, extend_persistent=None,
                  max_extend_tokens=None, max_partials=None, decode_max_q=0, extend_item_parts=None,
-                 pdl=None, extend_block_rows=None):
+                 pdl=None, extend_block_rows=None, decode_kv_pack=None):
         if mode is None:
             mode = _env.MODE
         if mode not in _MODES:
@@ -191,7 +197,7 @@ class MixedAttention:
             decode_kernel=0 if on_cpu else _choice(decode_backend, _env.DECODE_KERNELS, "decode_backend"),
             extend_kv_splits=extend_kv_splits, extend_tma=int(extend_tma), decode_max_q=int(decode_max_q),
             extend_persistent=int(extend_persistent), extend_item_parts=int(extend_item_parts), pdl=int(pdl),
-            extend_block_rows=int(extend_block_rows or 0),
+            extend_block_rows=int(extend_block_rows or 0), decode_kv_pack=int(decode_kv_pack or 0),
             **self._graph_fields(cuda_graph, max_batch, max_tokens, max_extend_tokens, max_partials))
         self.cuda_graph = bool(cuda_graph)
         self.num_sms = self._config[_pi.CONFIG_INDEX["num_sms"]]

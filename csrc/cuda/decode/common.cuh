@@ -21,9 +21,10 @@ namespace mixed_attn::gpu::decode {
 
 // Derived per-launch constants, computed once on the host.
 struct DecodeConsts {
-  int32_t row_blocks;   // CTAs per (decode row, kv head, split): a row's (query, head) pairs of one kv
-                        // head, p = query * group + head, are served 16 * plan.decode_cta_blocks a CTA
-  int32_t group;        // Hq / Hkv
+  int32_t row_blocks;   // CTAs per (decode row, kv-head slot, split): a row's (query, head) pairs of one
+                        // slot, p = query * group + head, are served 16 * plan.decode_cta_blocks a CTA
+  int32_t kv_pack;      // kv heads one CTA reads (a slot; plan.decode_kv_pack: 1, or 2 at head dim 64)
+  int32_t group;        // (query, head) pairs per query of a slot: Hq / Hkv x kv_pack
   int32_t page_shift;   // log2(page_size) when it is a power of two, else -1
   int32_t page_mask;    // page_size - 1 (power of two only)
   float score_scale;    // no cap: score_log2 = (q.k_raw) * score_scale
@@ -34,7 +35,8 @@ struct DecodeConsts {
 
 inline DecodeConsts make_consts(const AttentionCommon& a) {
   DecodeConsts c{};
-  c.group = a.num_qo_heads / a.num_kv_heads;
+  c.kv_pack = a.plan.decode_kv_pack;
+  c.group = a.num_qo_heads / a.num_kv_heads * c.kv_pack;
   c.row_blocks = decode_row_ctas(a.plan.decode_max_q, c.group, a.plan.decode_cta_blocks);
   c.page_shift = -1;
   c.page_mask = 0;

@@ -30,8 +30,15 @@ const char* launch_decode(const DecodeParams& p, void* stream) {
     return "decode: the plan's decode_max_q is out of range";
   if (a.plan.decode_cta_blocks != 1 && a.plan.decode_cta_blocks != 2 && a.plan.decode_cta_blocks != 4)
     return "decode: the plan's blocks per CTA must be 1, 2 or 4";
-  if (int64_t(a.num_kv_heads) *
-          decode_row_ctas(a.plan.decode_max_q, a.num_qo_heads / a.num_kv_heads, a.plan.decode_cta_blocks) >
+  const int kv_pack = a.plan.decode_kv_pack;
+  if (kv_pack != 1 && kv_pack != 2) return "decode: the plan's kv heads per CTA must be 1 or 2";
+  if (kv_pack == 2 &&
+      (DecodeKernel(a.plan.decode_kernel) != DecodeKernel::kTensorCore || a.head_dim != 64 || a.num_kv_heads % 2 != 0 ||
+       a.plan.decode_cta_blocks != 1 || a.plan.decode_max_q * (a.num_qo_heads / a.num_kv_heads) * 2 > kDecodeBlockRows))
+    return "decode: two kv heads a CTA need the tensor-core kernel at head dim 64, an even num_kv_heads and rows "
+           "whose pairs of both heads fit one MMA block";
+  if (int64_t(a.num_kv_heads / kv_pack) *
+          decode_row_ctas(a.plan.decode_max_q, a.num_qo_heads / a.num_kv_heads * kv_pack, a.plan.decode_cta_blocks) >
       65535)
     return "decode: too many kv heads x (query, head) blocks";
   if ((graph ? a.plan.graph_max_partials > 1 : a.plan.max_splits > 1) &&

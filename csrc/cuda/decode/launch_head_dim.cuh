@@ -35,16 +35,22 @@ const char* launch_stage1(int smem_bytes, int threads, dim3 grid, const DecodePa
 }
 
 #if defined(MA_CUDA)
-template <int D, typename QT, bool kFp8, int kBlocks, bool kTwoHalves>
+template <int D, typename QT, bool kFp8, int kBlocks, bool kTwoHalves, int kKvPack = 1>
 const char* launch_tc_variant(dim3 grid, const DecodeParams& p, const DecodeConsts& c, gpuStream_t stream) {
-  using Tr = TcTraits<D, kFp8, kBlocks>;
-  return launch_stage1<decode_split_tc_kernel<D, QT, kFp8, kTwoHalves, kBlocks>>(Tr::kSmemBytes, Tr::kThreads, grid, p,
-                                                                                 c, stream);
+  using Tr = TcTraits<D, kFp8, kBlocks, kKvPack>;
+  return launch_stage1<decode_split_tc_kernel<D, QT, kFp8, kTwoHalves, kBlocks, kKvPack>>(Tr::kSmemBytes, Tr::kThreads,
+                                                                                          grid, p, c, stream);
 }
 
 template <int D, typename QT, bool kFp8>
 const char* launch_tc(int blocks, bool two_halves, dim3 grid, const DecodeParams& p, const DecodeConsts& c,
                       gpuStream_t stream) {
+  // Two kv heads a CTA (head dim 64): one 128-wide row, one MMA block (launch_decode checks).
+  if constexpr (D == 64) {
+    if (c.kv_pack == 2)
+      return two_halves ? launch_tc_variant<2 * D, QT, kFp8, 1, true, 2>(grid, p, c, stream)
+                        : launch_tc_variant<2 * D, QT, kFp8, 1, false, 2>(grid, p, c, stream);
+  }
   constexpr int kMaxBlocks = TcTraits<D, kFp8>::kWarps;  // one block per warp at most
   if (blocks > kMaxBlocks) return "decode: the plan's blocks per CTA exceed this head dim's warps";
   switch (blocks) {
@@ -102,10 +108,10 @@ template <int D>
 const char* launch_decode_head_dim(const DecodeParams& p, DecodeKernel kernel, gpuStream_t stream) {
   const AttentionCommon& a = p.attn;
   const DecodeConsts c = make_consts(a);
-  // Normal plans: (split, (kv head, pair block), decode row). Graph-safe plans: (arena slot of
-  // the bucket, (kv head, pair block), 1); see load_split_view.
+  // Normal plans: (split, (kv-head slot, pair block), decode row). Graph-safe plans: (arena slot
+  // of the bucket, (kv-head slot, pair block), 1); see load_split_view.
   const bool graph = a.plan.maybe_counts != nullptr;
-  const int heads = a.num_kv_heads * c.row_blocks;
+  const int heads = a.num_kv_heads / c.kv_pack * c.row_blocks;
   if (graph && a.plan.graph_max_partials == 0) return nullptr;
   const dim3 grid =
       graph ? dim3(a.plan.graph_max_partials, heads, 1) : dim3(a.plan.max_splits, heads, a.plan.num_decode_rows);

@@ -49,7 +49,9 @@
 
 namespace mixed_attn::gpu::decode {
 
-template <int D, bool kFp8, int kBlocks = 1>
+// D is the width of a ring row: the head dim, or kKvPack heads side by side (a CTA over kKvPack
+// adjacent kv heads, launch_policy.h's decode_step_kv_pack).
+template <int D, bool kFp8, int kBlocks = 1, int kKvPack = 1>
 struct TcTraits {
   static constexpr int kElem = kFp8 ? 1 : 2;              // bytes per cache element
   static constexpr int kRowBytes = D * kElem;             // one key of one kv head
@@ -82,24 +84,30 @@ struct TcTraits {
   static constexpr int kRingBytes =
       (kStages * kStageBytes > kCombineFloats * 4) ? kStages * kStageBytes : kCombineFloats * 4;
   static constexpr int kSmemBytes = kRingBytes + kQSmemBytes;
-  using Ring = KvRing<kRowBytes, kThreads, kTileKeys, kStages>;
+  using Ring = KvRing<kRowBytes, kThreads, kTileKeys, kStages, kKvPack>;
 };
 
 // The work of one CTA over `rows` (query, head) pairs from pair0 on, with kBlocks MMA blocks.
 // The kernel below picks kBlocks per CTA from its own rows (never from the rest of the launch),
 // so a CTA whose row needs fewer blocks than the launch's bound keeps every warp on its keys.
-template <int D, typename QT, bool kFp8, bool kTwoHalves, int kBlocks>
+// With kKvPack = 2 the CTA reads kv heads 2 kv_slot and 2 kv_slot + 1 as one row of D = 2 x the
+// head dim: a pair's query is zero outside its own head's half of the row (so Q.K over the row is
+// its head's score), and of P.V's D output columns a pair keeps its head's half.
+template <int D, typename QT, bool kFp8, bool kTwoHalves, int kBlocks, int kKvPack>
 __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const DecodeConsts& c, const SplitView& sv,
-                                              const int kv_head, const int pair0, const int rows, unsigned char* smem,
+                                              const int kv_slot, const int pair0, const int rows, unsigned char* smem,
                                               float (*part_m)[16], float (*part_l)[16]) {
-  using Tr = TcTraits<D, kFp8, kBlocks>;
+  using Tr = TcTraits<D, kFp8, kBlocks, kKvPack>;
+  constexpr int kHeadD = D / kKvPack;  // the head dim
   using MT = std::conditional_t<kFp8, ma_half, QT>;  // MMA operand type
   constexpr int kHalves = kTwoHalves ? 2 : 1;        // 8-row halves of the 16-row MMA in use
   static_assert(kBlocks == 1 || kTwoHalves, "several blocks per CTA fill both halves");
   const AttentionCommon& a = p.attn;
-  // CTA row r is pair pair0 + r: query (pair0 + r) / group, head kv_head * group + (pair0 + r) % group.
+  // CTA row r is pair pair0 + r: query (pair0 + r) / group, head kv_slot * group + (pair0 + r) % group.
   auto pair_query = [&](int r) { return (pair0 + r) / c.group; };
-  auto pair_head = [&](int r) { return kv_head * c.group + (pair0 + r) % c.group; };
+  auto pair_head = [&](int r) { return kv_slot * c.group + (pair0 + r) % c.group; };
+  // Which of the CTA's kv heads pair r's head belongs to (its half of the row).
+  auto pair_sub = [&](int r) { return kKvPack == 1 ? 0 : (pair0 + r) % c.group / (c.group / kKvPack); };
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane >> 2, t4 = lane & 3;
@@ -121,7 +129,7 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
   const int all_end = query_key_end(sv, pair_query(block_row0));
 
   // ---- the K/V ring: its first tiles fly while the queries load --------------------
-  typename Tr::Ring ring(a, kv_head, Tr::kElem, smem);
+  typename Tr::Ring ring(a, kv_slot, Tr::kElem, smem);
   const int num_tiles = ring.start(sv, c, a, Tr::kElem);
 
   // ---- Q fragments (same d order as the K reads) -----------------------------
@@ -134,11 +142,12 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
       const bool valid = r < rows;
       const QT* qrow = static_cast<const QT*>(a.q) + int64_t(sv.token + pair_query(valid ? r : 0)) * a.q_stride_token +
                        int64_t(pair_head(valid ? r : 0)) * a.q_stride_head;
+      const int sub = pair_sub(valid ? r : 0);
 #pragma unroll
       for (int cg = 0; cg < Tr::kChunkGroups; ++cg) {
         uint32_t w[Tr::kStepsPerChunk][2];
-        q_chunk_words<QT, MT, kFp8, Tr::kElemsPerChunk>(qrow, valid,
-                                                        cg * 4 * Tr::kElemsPerChunk + t4 * Tr::kElemsPerChunk, w);
+        const int d0 = cg * 4 * Tr::kElemsPerChunk + t4 * Tr::kElemsPerChunk;  // in the row
+        q_chunk_words<QT, MT, kFp8, Tr::kElemsPerChunk>(qrow, valid && d0 / kHeadD == sub, d0 % kHeadD, w);
 #pragma unroll
         for (int s = 0; s < Tr::kStepsPerChunk; ++s) {
           qf[cg][s][2 * half + 0] = w[s][0];
@@ -334,6 +343,9 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
     const int r = item / (8 * kJGroups);
     const int n = (item / kJGroups) % 8;
     const int j0 = (item % kJGroups) * 4;
+    const int row_col = n * Tr::kDRun + j0;
+    if (row_col / kHeadD != pair_sub(r)) continue;  // the other head's half (kKvPack = 2)
+    const int dcol = row_col % kHeadD;
     const int hq = pair_head(r);
     const int64_t token = sv.token + pair_query(r);
     const int64_t slot = sv.slot + pair_query(r);
@@ -351,57 +363,59 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
 #pragma unroll
       for (int i = 0; i < 4; ++i) v[i] += f[w] * wf[((j0 + i) * 32 + src_lane) * 2 + (n & 1)];
     }
-    const int dcol = n * Tr::kDRun + j0;
     if (final_out) {
       QT* dst = static_cast<QT*>(a.out) + token * a.out_stride_token + int64_t(hq) * a.out_stride_head + dcol;
       store_out4<QT>(dst, v);
-      if (a.maybe_lse != nullptr && n == 0 && j0 == 0) a.maybe_lse[token * a.lse_stride_token + hq] = lse;
+      if (a.maybe_lse != nullptr && dcol == 0) a.maybe_lse[token * a.lse_stride_token + hq] = lse;
     } else {
-      float* dst = p.partial_out + (slot * a.num_qo_heads + hq) * D + dcol;
+      float* dst = p.partial_out + (slot * a.num_qo_heads + hq) * kHeadD + dcol;
       *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
-      if (n == 0 && j0 == 0) p.partial_lse[slot * a.num_qo_heads + hq] = lse;
+      if (dcol == 0) p.partial_lse[slot * a.num_qo_heads + hq] = lse;
     }
   }
 }
 
-// One CTA per (split, (kv head, block of 16 * kBlocks pairs), decode row); kBlocks is the
-// plan's bound (decode_cta_blocks). A CTA with fewer pairs runs the body of the blocks it needs
-// (and one 8-row half when its pairs fit), so one-token rows in a launch sized for verify rows
-// (graph-safe and deterministic plans fix the bound) use every warp (head dim 256: see below). The choice depends on the
-// CTA's own row alone: a row's bits do not depend on its batch.
-template <int D, typename QT, bool kFp8, bool kTwoHalves, int kBlocks>
-__global__ void MA_DECODE_TC_BOUNDS(TcTraits<D, kFp8, kBlocks>::kThreads)
+// One CTA per (split, (kv-head slot, block of 16 * kBlocks pairs), decode row); kBlocks is the
+// plan's bound (decode_cta_blocks), kKvPack its kv heads a slot (decode_kv_pack). A CTA with fewer
+// pairs runs the body of the blocks it needs (and one 8-row half when its pairs fit), so one-token
+// rows in a launch sized for verify rows (graph-safe and deterministic plans fix the bound) use
+// every warp (head dim 256: see below). The choice depends on the CTA's own row alone: a row's
+// bits do not depend on its batch.
+template <int D, typename QT, bool kFp8, bool kTwoHalves, int kBlocks, int kKvPack>
+__global__ void MA_DECODE_TC_BOUNDS(TcTraits<D, kFp8, kBlocks, kKvPack>::kThreads)
     decode_split_tc_kernel(const DecodeParams p, const DecodeConsts c) {
-  using Tr = TcTraits<D, kFp8, kBlocks>;
+  using Tr = TcTraits<D, kFp8, kBlocks, kKvPack>;
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float part_m[Tr::kWarps][16];
   __shared__ float part_l[Tr::kWarps][16];
   pdl_allow_dependents();  // the merge may launch now; it waits for this grid before reading
   SplitView sv;
   if (!load_split_view(p.attn, blockIdx.x, blockIdx.z, sv)) return;
-  const int kv_head = blockIdx.y / c.row_blocks;
+  const int kv_slot = blockIdx.y / c.row_blocks;
   const int pair0 = (blockIdx.y % c.row_blocks) * (16 * kBlocks);  // first (query, head) pair of this CTA
   const int rows = min(16 * kBlocks, sv.q_len * c.group - pair0);  // pairs of this CTA
   if (rows <= 0) return;                                            // a shorter row than the launch's longest
   // Head dim 256 keeps one body per kernel: a second one costs spills there (its O fragments
   // already take most registers); its policy bounds the launch at one 8-row half instead.
   constexpr bool kPickBody = D < 256;
+  constexpr int P = kKvPack;
   if constexpr (kPickBody && kBlocks == 4) {
-    if (rows > 32) return decode_tc_cta<D, QT, kFp8, true, 4>(p, c, sv, kv_head, pair0, rows, smem, part_m, part_l);
+    if (rows > 32) return decode_tc_cta<D, QT, kFp8, true, 4, P>(p, c, sv, kv_slot, pair0, rows, smem, part_m, part_l);
   }
   if constexpr (kPickBody && kBlocks >= 2) {
-    if (rows > 16) return decode_tc_cta<D, QT, kFp8, true, 2>(p, c, sv, kv_head, pair0, rows, smem, part_m, part_l);
+    if (rows > 16) return decode_tc_cta<D, QT, kFp8, true, 2, P>(p, c, sv, kv_slot, pair0, rows, smem, part_m, part_l);
   }
   if constexpr (kPickBody && kTwoHalves) {
-    if (rows > 8) return decode_tc_cta<D, QT, kFp8, true, 1>(p, c, sv, kv_head, pair0, rows, smem, part_m, part_l);
+    if (rows > 8) return decode_tc_cta<D, QT, kFp8, true, 1, P>(p, c, sv, kv_slot, pair0, rows, smem, part_m, part_l);
   }
   if constexpr (kPickBody) {
     // The smaller bodies use this launch's shared memory: the same ring, no more Q fragments.
-    static_assert(TcTraits<D, kFp8, 1>::kStages == Tr::kStages && TcTraits<D, kFp8, 1>::kSmemBytes <= Tr::kSmemBytes,
-                  "a smaller body must fit the launch's shared memory");
-    decode_tc_cta<D, QT, kFp8, false, 1>(p, c, sv, kv_head, pair0, rows, smem, part_m, part_l);
+    static_assert(
+        TcTraits<D, kFp8, 1, P>::kStages == Tr::kStages && TcTraits<D, kFp8, 1, P>::kSmemBytes <= Tr::kSmemBytes,
+        "a smaller body must fit the launch's shared memory");
+    decode_tc_cta<D, QT, kFp8, false, 1, P>(p, c, sv, kv_slot, pair0, rows, smem, part_m, part_l);
   } else {
-    decode_tc_cta<D, QT, kFp8, kTwoHalves, kBlocks>(p, c, sv, kv_head, pair0, rows, smem, part_m, part_l);
+    decode_tc_cta<D, QT, kFp8, kTwoHalves, kBlocks, P>(p, c, sv, kv_slot, pair0, rows, smem, part_m, part_l);
   }
 }
 

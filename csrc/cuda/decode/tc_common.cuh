@@ -103,10 +103,13 @@ __device__ __forceinline__ Fp8KeyPairs fp8_key_pairs(const Words (&x)[4], int w)
                      __byte_perm(x[0].w[w], x[1].w[w], 0x7362), __byte_perm(x[2].w[w], x[3].w[w], 0x7362)};
 }
 
-template <int kRowBytes_, int kThreads, int kTileKeys, int kStages>
+// kKvPack kv heads per row: a row is the keys' rows of kv heads kv_slot * kKvPack + 0.. side by
+// side (kRowBytes / kKvPack bytes each), so a thread's chunk belongs to one of them.
+template <int kRowBytes_, int kThreads, int kTileKeys, int kStages, int kKvPack = 1>
 struct KvRing {
   static constexpr int kRowBytes = kRowBytes_;
   static constexpr int kChunks = kRowBytes / 16;              // 16-byte chunks per row
+  static constexpr int kHeadChunks = kChunks / kKvPack;       // of one kv head
   static constexpr int kStageBytes = 2 * kTileKeys * kRowBytes;  // K rows then V rows
   static constexpr int kRowStep = kThreads / kChunks;          // rows between a thread's copies
   static constexpr int kRowsPerThread = kTileKeys / kRowStep;  // copies per thread per tensor
@@ -119,12 +122,14 @@ struct KvRing {
   int copy_chunk, copy_row0;
   int page_ids[kRowsPerThread];
 
-  __device__ __forceinline__ KvRing(const AttentionCommon& a, int kv_head, int elem_bytes, unsigned char* smem) {
+  __device__ __forceinline__ KvRing(const AttentionCommon& a, int kv_slot, int elem_bytes, unsigned char* smem) {
     const int tid = threadIdx.x;
     copy_chunk = tid % kChunks;
     copy_row0 = tid / kChunks;
-    k_base = static_cast<const char*>(a.k_cache) + (int64_t(kv_head) * a.k_stride_head) * elem_bytes + copy_chunk * 16;
-    v_base = static_cast<const char*>(a.v_cache) + (int64_t(kv_head) * a.v_stride_head) * elem_bytes + copy_chunk * 16;
+    const int64_t kv_head = int64_t(kv_slot) * kKvPack + copy_chunk / kHeadChunks;
+    const int col = (copy_chunk % kHeadChunks) * 16;
+    k_base = static_cast<const char*>(a.k_cache) + kv_head * a.k_stride_head * elem_bytes + col;
+    v_base = static_cast<const char*>(a.v_cache) + kv_head * a.v_stride_head * elem_bytes + col;
     smem_base = smem_addr(smem);
   }
 

@@ -73,6 +73,9 @@ struct LaunchRequest {
   int32_t extend_block_rows = 0;   // 0: policy (the sm_90a kernel at head dim 128 with a 16-bit
                                    // cache: 192 or 128 rows a tile, per step by the estimate); N:
                                    // the kernel's tile of N rows (128 or 192 there; else its one)
+  int32_t decode_kv_pack = 0;      // 0: policy; 1: one kv head a tensor-core decode CTA; 2: two
+                                   // adjacent ones where a step's rows fit (decode_step_kv_pack;
+                                   // the tensor_core kernel at head dim 64 only)
 };
 
 // Most parts an item of a persistent sm_90a launch is cut into (each part parks a partial of
@@ -104,6 +107,8 @@ struct LaunchPolicy {
                                          // all fit the narrow kernel (launch pairs <= 8) runs it
   int32_t decode_max_q = 1;         // rows of up to this many new tokens go to the split-KV decode
                                     // (default: kDecodeDefaultPairs / group, benchmarks/RESULTS.md)
+  int32_t decode_kv_pack = 1;       // kv heads a tensor-core decode CTA may read together (1 or 2;
+                                    // each step: decode_step_kv_pack)
   bool pdl = false;                 // CUDA cc >= 9.0: decode stage 1 launches as the extend's
                                     // programmatic dependent, the merge as stage 1's (cuda/common/pdl.cuh)
 };
@@ -184,6 +189,17 @@ MA_HOST_DEVICE inline int decode_cta_blocks(int max_q, int group, int head_dim, 
 // CTAs per (decode row, kv head, split) for a row of q tokens.
 MA_HOST_DEVICE inline int decode_row_ctas(int q_len, int group, int cta_blocks) {
   return (decode_row_blocks(q_len, group) + cta_blocks - 1) / cta_blocks;
+}
+// Kv heads one wide tensor-core stage-1 CTA reads (decode/stage1_tensor_core.cuh): two adjacent
+// ones at head dim 64, as one 128-wide row of 256 contiguous bytes a key (a 16-bit NHD cache), their
+// (query, head) pairs on the MMA's M side, each query zero outside its own head's half of the row.
+// A head-dim-64 CTA over one kv head ran at 78-80% of the read floor on the H200 where head dim 128
+// runs at 94% (benchmarks/RESULTS.md, session 22): it pays a tile's fixed work (barrier, softmax,
+// page lookups) for half the bytes. A step packs where the policy allows it, its kv heads pair up and
+// its longest row's pairs of both heads fit one 16-row MMA block (plain decode rows up to a group of
+// 8); the grid then has num_kv_heads / 2 kv-head slots of 2 * group pairs each.
+MA_HOST_DEVICE inline int decode_step_kv_pack(int policy_pack, int num_kv_heads, int launch_q, int group) {
+  return policy_pack == 2 && num_kv_heads % 2 == 0 && launch_q * group * 2 <= kDecodeBlockRows ? 2 : 1;
 }
 // (query, head) pairs of one kv head the narrow stage 1 serves in a CTA (the N of its MMA).
 constexpr int kDecodeNarrowPairs = kDecodeBlockRows / 2;

@@ -64,6 +64,7 @@ struct PlanView {
   int32_t decode_kernel;               // DecodeKernel
   int32_t decode_max_q;                // no decode row of the launch has more query tokens (>= 1)
   int32_t decode_cta_blocks;           // 16-pair MMA blocks per decode CTA (1, 2 or 4)
+  int32_t decode_kv_pack;              // kv heads per tensor-core decode CTA (1, or 2: head dim 64)
   int32_t pdl;                         // 1: the decode launches as programmatic dependents (cuda/common/pdl.cuh)
   // Graph-safe plans (MixedAttention(cuda_graph=True)): the launch geometry is the bucket's,
   // fixed when the wrapper is built; kernels read the step's counts from maybe_counts and

@@ -88,6 +88,7 @@ enum PlanConfigField : int32_t {
   kCfgPdl,
   kCfgExtendBlockRows,
   kCfgExtendQTma,
+  kCfgDecodeKvPack,
   kCfgNumFields
 };
 
@@ -163,6 +164,7 @@ enum PlanInfoField : int32_t {
   kPlanOffExtendCutCounters,  // [cut items] int32 counters of each cut item's finished parts (0)
   kPlanPdl,                // 1: the decode launches as programmatic dependents (cuda/common/pdl.cuh)
   kPlanExtendQTma,         // 1: sm_90a full Q tiles by TMA (launch_policy.h, LaunchPolicy::extend_q_tma)
+  kPlanDecodeKvPack,       // kv heads one decode CTA reads (launch_policy.h, decode_step_kv_pack)
   kPlanNumFields
 };
 constexpr int64_t kPlanMagicValue = 0x6d69786564;  // "mixed"
