@@ -33,15 +33,17 @@ void check_last_dim_contiguous(const at::Tensor& t, const char* name) {
               " must be contiguous in its last dimension, got strides ", t.strides());
 }
 
-// The GPU kernels copy q in 16-byte pieces, and the sm_90a kernel by TMA, whose tensor map takes
-// an address and strides of multiples of 16 bytes: a q that breaks this is refused here, before
-// anything is written, on every device (one contract).
-void check_q_16_byte_aligned(const at::Tensor& q) {
-  const int64_t es = int64_t(q.element_size());
-  const bool ok =
-      reinterpret_cast<uintptr_t>(q.data_ptr()) % 16 == 0 && q.stride(0) * es % 16 == 0 && q.stride(1) * es % 16 == 0;
-  TORCH_CHECK(ok, "mixed_attn.forward: q's address and its token and head strides must be multiples of 16 bytes, got ",
-              "strides ", q.strides(), " (elements of ", es, " bytes)");
+// The GPU kernels copy q, k, v and the caches' rows in 16-byte pieces, and the sm_90a kernel reads
+// q and the caches by TMA, whose tensor maps take an address and strides of multiples of 16 bytes:
+// a tensor that breaks this is refused here, before anything is written, on every device (one
+// contract; the launchers' own checks come after the KV save and the extend have run). Every
+// stride but the last dimension's (contiguous) counts.
+void check_16_byte_aligned(const at::Tensor& t, const char* name) {
+  const int64_t es = int64_t(t.element_size());
+  bool ok = reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+  for (int64_t d = 0; d + 1 < t.dim(); ++d) ok = ok && t.stride(d) * es % 16 == 0;
+  TORCH_CHECK(ok, "mixed_attn.forward: ", name, "'s address and its strides (all but the last dimension's) must be ",
+              "multiples of 16 bytes, got strides ", t.strides(), " (elements of ", es, " bytes)");
 }
 
 void check_finite_positive(double x, const char* name) {
@@ -100,7 +102,7 @@ ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q, bool capt
     TORCH_CHECK(a.q.size(0) == T, F, "q has ", a.q.size(0), " tokens but the plan has ", T, " (qo_indptr[-1])");
   }
   check_last_dim_contiguous(a.q, "q");
-  check_q_16_byte_aligned(a.q);
+  check_16_byte_aligned(a.q, "q");
   // plan_meta
   check_device(a.plan_meta, "plan_meta", dev);
   TORCH_CHECK(a.plan_meta.scalar_type() == at::kInt && a.plan_meta.dim() == 1 && a.plan_meta.is_contiguous(), F,
@@ -117,6 +119,7 @@ ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q, bool capt
       TORCH_CHECK(t->scalar_type() == qt, F, name, " must have q's dtype ", qt, ", got ", t->scalar_type());
       check_token_shape(*t, name, {Hkv, D});
       check_last_dim_contiguous(*t, name);
+      check_16_byte_aligned(*t, name);
     }
   }
   // caches
@@ -136,6 +139,7 @@ ForwardLaunch prepare_forward(const ForwardArgs& a, bool allow_fp32_q, bool capt
     TORCH_CHECK(t->size(1) == page && t->size(2) == Hkv && t->size(3) == D, F, name, " must be [num_pages, ", page,
                 ", ", Hkv, ", ", D, "] (page_size, Hkv, D of the plan), got ", t->sizes());
     check_last_dim_contiguous(*t, name);
+    check_16_byte_aligned(*t, name);
   }
   TORCH_CHECK(a.v_cache.size(0) == a.k_cache.size(0), F, "v_cache has ", a.v_cache.size(0), " pages but k_cache has ",
               a.k_cache.size(0));
