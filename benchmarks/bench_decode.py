@@ -13,7 +13,7 @@ them), not the host's dispatch of the call: until session 22 this script synchro
 every call, and the host's time to reach the first launch (28-70 us, which a captured graph
 does not pay) was inside every row, ours and FlashInfer's alike. The flush also keeps calls
 apart: a programmatic (PDL) launch cannot start inside the previous call's merge.
-KV bytes = sum over decode rows of seq_len * Hkv * D * 2 (K and V) * 2 bytes.
+KV bytes = sum over decode rows of seq_len * Hkv * D * 2 (K and V) * the cache element's bytes (2, fp8 1).
 floor = KV bytes / ceiling; the printed fractions are floor / time (1.0 = at
 the ceiling). The merge kernel, when the plan splits rows, is inside the time.
 
@@ -24,6 +24,8 @@ read-only; FlashInfer's tensor-core decode in the same call; benchmarks/RESULTS.
   F  128 rows @8k,  8/1/128:  0.1437 ms  0.801   FI 0.1455 (0.988x)
   G   64 rows @4k, 16/8/256:  0.5006 ms  0.919   FI 0.4987 (1.004x)
   K  128 rows @4k, 32/8/64:   0.2950 ms  0.780   FI 0.2739 (1.077x)
+Session 23 (H100 only, f746036): K with two kv heads a stage-1 CTA (decode_kv_pack, the head-dim-64
+default since) 0.941x FlashInfer's decode, one head a CTA (policy pack1) 0.970x, same call.
 --flush read flushes the L2 by reading instead of writing (common.Timer's flush_kind).
 
 With --phases, each of our rows also prints its kernels' mean GPU times (torch.profiler over 20
@@ -64,10 +66,13 @@ CASES = {
     # K's bytes and queries as 4 kv heads of 128: what K's stage-1 CTA over two adjacent kv heads
     # reads (256 contiguous bytes a key instead of 128) and computes, for comparison (issue 15).
     "K-pair": dict(rows=128, seq=4096, Hq=32, Hkv=4, D=128),
+    # K over an fp8 (e4m3) cache: the policy reads one kv head a CTA there (pairing unmeasured).
+    "K-fp8": dict(rows=128, seq=4096, Hq=32, Hkv=8, D=64, kv="fp8"),
     # page size 1 (sglang's default): every key its own page
     "H-p1": dict(rows=128, seq=4096, Hq=32, Hkv=8, D=128, page=1),
     "L-p1": dict(rows=32, seq=32768, Hq=32, Hkv=8, D=128, page=1),
     "F-p1": dict(rows=128, seq=8192, Hq=8, Hkv=1, D=128, page=1),
+    "K-p1": dict(rows=128, seq=4096, Hq=32, Hkv=8, D=64, page=1),
 }
 POLICIES = [
     ("sm2", dict(ctas_per_sm=2)),  # the planner's default
@@ -76,6 +81,7 @@ POLICIES = [
     ("sm2_nopdl", dict(ctas_per_sm=2, pdl=False)),
     # One kv head a stage-1 CTA where the policy reads two (head dim 64: decode_kv_pack).
     ("pack1", dict(ctas_per_sm=2, decode_kv_pack=1)),
+    ("pack2", dict(ctas_per_sm=2, decode_kv_pack=2)),  # two where the policy does not (fp8)
     ("narrow_nopdl", dict(ctas_per_sm=2, decode_backend="tensor_core_narrow", pdl=False)),
     # The two tensor-core stage-1 kernels forced (the default plan picks one of them): queries on
     # the MMA's M side (wide), or keys there with <= 8 (query, head) pairs a CTA (narrow).
@@ -125,10 +131,12 @@ def ceilings():
     return c["copy_tbs"] * 1e12, c["read_tbs"] * 1e12
 
 
-def make_case(rows, seq, Hq, Hkv, D, page=16, seed=0):
-    """`rows` decode rows at context `seq` (bf16), pages scattered over a pool of exactly theirs."""
+def make_case(rows, seq, Hq, Hkv, D, page=16, kv="bf16", seed=0):
+    """`rows` decode rows at context `seq` (bf16 q, a bf16 or fp8 cache), pages scattered over a
+    pool of exactly theirs."""
+    kv_dtype = torch.float8_e4m3fn if kv == "fp8" else torch.bfloat16
     return make_batch([1] * rows, [seq - 1] * rows, Hq, Hkv, D, page, device="cuda", seed=seed,
-                      spare_pages=0)
+                      spare_pages=0, kv_dtype=kv_dtype)
 
 
 def main():
@@ -154,7 +162,7 @@ def main():
         b = make_case(**c)
         q, kc, vc, kvi = b.q, b.k_cache, b.v_cache, b.kv_indices
         qo, kvp, lens = b.qo_indptr, b.kv_indptr, b.seq_lens
-        kv_bytes = int(lens.sum()) * c["Hkv"] * c["D"] * 2 * 2
+        kv_bytes = int(lens.sum()) * c["Hkv"] * c["D"] * 2 * kc.element_size()
         out = torch.empty_like(q)
         lse = torch.empty(q.shape[0], c["Hq"], device="cuda")
         def record(pname, plan, fn):
@@ -177,7 +185,11 @@ def main():
         for pname, pkw in POLICIES:
             if pname not in args.policies.split(","):
                 continue
-            plan = OpPlan(qo, kvp, lens, page, c["Hq"], c["Hkv"], c["D"], **pkw)
+            try:
+                plan = OpPlan(qo, kvp, lens, page, c["Hq"], c["Hkv"], c["D"], kv_dtype=kc.dtype, **pkw)
+            except RuntimeError as e:  # a policy this case's shape cannot take (pack2 at head dim 128)
+                print(f"{name:2s} {pname:8s} not run: {e}", flush=True)
+                continue
             slots = max(plan.num_partials, field(plan.info, "graph_max_partials"), 1)
             po = torch.empty(slots, c["Hq"], c["D"], device="cuda")
             pl = torch.empty(slots, c["Hq"], device="cuda")

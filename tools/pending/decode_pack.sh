@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Issue 15 / 14, one device call (~5 minutes warm; wants an H200): head dim 64's decode with two
+# kv heads a stage-1 CTA (decode_kv_pack, f746036) against one head a CTA and FlashInfer's decode,
+# same process; K-pair (K's bytes as 4 kv heads of 128) for what the paired read should reach;
+# K over an fp8 cache, which the policy leaves at one head a CTA until this measures pack2 there;
+# then bench_mixed's K step (ours split and its extend half, FlashInfer's split and
+# BatchAttention). Here first: `bash tools/setup_peers.sh "64 128"`; the call carries [".peers"].
+# Session 23 measured K on an H100 only: paired 0.941x FlashInfer's decode, one head 0.970x.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+[ -d .peers/flashinfer ] || { echo "run tools/setup_peers.sh \"64 128\" here first and carry .peers"; exit 1; }
+OUT=${OUT:-/tmp/mixed_attn_out}
+mkdir -p "$OUT"
+export MIXED_ATTN_CUDA_ARCHS=90a PYTHONUNBUFFERED=1 NINJA_JOBS=16 MAX_JOBS=16
+export PYTHONPATH=$PWD/.peers:$PWD/python FLASHINFER_WORKSPACE_BASE=$HOME/fi_ws
+nvidia-smi --query-gpu=name --format=csv,noheader
+if [ -z "${SKIP_BUILD:-}" ]; then
+  start=$(date +%s)
+  bash scripts/build_inplace.sh "-DMIXED_ATTN_HEAD_DIMS=64;128" > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+  echo "build: $(( $(date +%s) - start )) s"
+fi
+timeout 150 python3 benchmarks/bench_decode.py --cases K,K-p1,K-pair,H --policies sm2,pack1,narrow,fi \
+  --json "$OUT/decode.json" 2>&1 | grep -v -i triton | tee "$OUT/decode.log" | tail -24
+# fp8: ours only (FlashInfer's fp8 decode module is not prebuilt: ~100 s of JIT).
+timeout 60 python3 benchmarks/bench_decode.py --cases K-fp8 --policies sm2,pack2 2>&1 | grep -v -i triton \
+  | tee "$OUT/decode_fp8.log" | tail -4
+timeout 200 python3 benchmarks/bench_mixed.py --cases K --rows ma_split,ma_ext,fi_split,fi_ext,fi_batchattn \
+  --markdown "$OUT/mixed_k.md" > "$OUT/mixed_k.log" 2>&1
+grep -A6 "=== summary" "$OUT/mixed_k.log" | head -8
