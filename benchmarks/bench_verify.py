@@ -12,6 +12,7 @@ Floor = max(KV bytes / read-only bandwidth, FLOPs / bf16 matmul rate), both meas
 Each row also shows its max abs difference from ma_extend (same inputs).
 
 Usage: python benchmarks/bench_verify.py [--cases V1,V2,V3] [--sweep] [--page 16] [--markdown out.md]
+       [--decode-kv-pack 0|1|2]
 """
 
 import argparse
@@ -32,6 +33,10 @@ CASES = {
     "V1": (64, 4, 8 * K, 32, 8, 128),
     "V2": (32, 8, 32 * K, 32, 8, 128),
     "V3": (8, 16, 4 * K, 32, 8, 128),
+    # Head dim 64, where the decode may read two kv heads a CTA (decode_kv_pack): rows of 2 (16
+    # pairs of two heads at group 4, one MMA block) and of 4 (two blocks).
+    "V4-d64": (64, 2, 8 * K, 32, 8, 64),
+    "V5-d64": (64, 4, 8 * K, 32, 8, 64),
 }
 SWEEP = {f"S{g}q{q}": (32, q, 8 * K, 8 * g if g > 1 else 32, 8 if g > 1 else 32, 128)
          for g in (1, 4, 8) for q in (2, 4, 8, 16)}
@@ -41,11 +46,12 @@ def make_case(name, rows, q, prefix, Hq, Hkv, D):
     return C.Case(name, f"{rows} rows x {q} new over {prefix}", Hq, Hkv, D, ((prefix, q),) * rows, ())
 
 
-def build_ma(step, decode_max_q):
+def build_ma(step, decode_max_q, decode_kv_pack=0):
     from mixed_attn import MixedAttention
     Hq, D, Hkv = step.q.shape[1], step.q.shape[2], step.k_cache.shape[2]
     w = MixedAttention(Hq, Hkv, D, step.page_size, device=step.device, max_batch=len(step.rows),
-                       max_tokens=step.q.shape[0], decode_max_q=decode_max_q)
+                       max_tokens=step.q.shape[0], decode_max_q=decode_max_q,
+                       decode_kv_pack=decode_kv_pack if D == 64 else 0)
     w.plan(step.qo_indptr, step.kv_indptr, step.seq_lens)
     out = torch.full_like(step.q, float("nan"))
 
@@ -75,6 +81,8 @@ def main(argv=None):
     ap.add_argument("--sweep", action="store_true", help="also the decode_max_q threshold sweep")
     ap.add_argument("--page", type=int, default=16)
     ap.add_argument("--markdown", default=None)
+    ap.add_argument("--decode-kv-pack", type=int, default=0,
+                    help="the wrapper's decode_kv_pack for the ma_decode / ma_auto rows at head dim 64 (0: policy)")
     args = ap.parse_args(argv)
     dev = torch.device("cuda")
     try:
@@ -99,9 +107,9 @@ def main(argv=None):
         floor = max(kv_bytes / bw, case.extend_flops() / mm) * 1e3
         res, outs = {}, {}
         fns = {}
-        fns["ma_decode"] = build_ma(step, 16)[:2]
+        fns["ma_decode"] = build_ma(step, 16, args.decode_kv_pack)[:2]
         fns["ma_extend"] = build_ma(step, 1)[:2]
-        f, o, w_auto = build_ma(step, 0)
+        f, o, w_auto = build_ma(step, 0, args.decode_kv_pack)
         fns["ma_auto"] = (f, o)
         if fi is not None:
             for b in ("fa2", "fa3"):

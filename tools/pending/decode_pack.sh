@@ -3,7 +3,7 @@
 # kv heads a stage-1 CTA (decode_kv_pack, f746036) against one head a CTA and FlashInfer's decode,
 # same process; K-pair (K's bytes as 4 kv heads of 128) for what the paired read should reach;
 # K over an fp8 cache, which the policy leaves at one head a CTA until this measures pack2 there;
-# then bench_mixed's K step (ours split and its extend half, FlashInfer's split and
+# bench_verify's head-dim-64 verify rows, one head a CTA and the policy's; then bench_mixed's K step (ours split and its extend half, FlashInfer's split and
 # BatchAttention). Here first: `bash tools/setup_peers.sh "64 128"`; the call carries [".peers"].
 # Session 23 measured K on an H100 only: paired 0.941x FlashInfer's decode, one head 0.970x.
 set -uo pipefail
@@ -24,6 +24,12 @@ timeout 150 python3 benchmarks/bench_decode.py --cases K,K-p1,K-pair,H --policie
 # fp8: ours only (FlashInfer's fp8 decode module is not prebuilt: ~100 s of JIT).
 timeout 60 python3 benchmarks/bench_decode.py --cases K-fp8 --policies sm2,pack2 2>&1 | grep -v -i triton \
   | tee "$OUT/decode_fp8.log" | tail -4
+# Verify rows at head dim 64: rows of 2 pair under the policy (one MMA block), rows of 4 only with
+# kv_pack_blocks.patch applied; one head a CTA (--decode-kv-pack 1) against the policy's choice.
+for pack in 1 0; do
+  timeout 120 python3 benchmarks/bench_verify.py --cases V4-d64,V5-d64 --decode-kv-pack $pack 2>&1 \
+    | grep -E "^\| V" | awk '!seen[$0]++' | sed "s/^/pack=$pack /"
+done
 timeout 200 python3 benchmarks/bench_mixed.py --cases K --rows ma_split,ma_ext,fi_split,fi_ext,fi_batchattn \
   --markdown "$OUT/mixed_k.md" > "$OUT/mixed_k.log" 2>&1
 grep -A6 "=== summary" "$OUT/mixed_k.log" | head -8
