@@ -376,6 +376,32 @@ def test_two_kv_heads_a_decode_cta_at_head_dim_64():
         policy(H200, d=64, decode_kv_pack=3)
 
 
+@pytest.mark.parametrize("decode_max_q", [1, 2])
+def test_paired_decode_graph_bucket_bound_holds(decode_max_q):
+    """A graph bucket at head dim 64 pairs kv heads (its launch bound, decode_max_q x group 4 x 2,
+    fits one MMA block): half the kv-head slots, so the SM-aware split may cut twice as many
+    slots, and the arena bound counts that (64 decode tokens + 264 CTAs / 4 slots, against + 264 /
+    8 with one head a CTA); random steps inside the bucket never need more."""
+    import random
+
+    graph = dict(graph_safe=1, graph_max_rows=64, graph_max_tokens=512, graph_max_extend_tokens=512,
+                 decode_max_q=decode_max_q)
+    bound = lambda **kw: int(torch.ops.mixed_attn.launch_policy(  # noqa: E731
+        make_config("cpu", 16, 32, 8, 64, **H200, **graph, **kw))[7])
+    tokens = 64 * decode_max_q
+    assert bound() == tokens + decode_max_q * 66 and bound(decode_kv_pack=1) == tokens + decode_max_q * 33
+    rng = random.Random(decode_max_q)
+    worst = 0
+    for _ in range(200):
+        n = rng.randint(1, 64)
+        ext = [rng.randint(1, decode_max_q) for _ in range(n)]
+        pre = [rng.choice([0, 5, 300, 4000, 60000, 100000]) for _ in ext]
+        info = plan(H200, ext, pre, d=64, **graph)
+        assert field(info, "decode_kv_pack") == 2
+        worst = max(worst, field(info, "num_partials"))
+    assert worst <= bound()
+
+
 def test_sm90_128_row_shape_where_the_estimate_finds_it_faster():
     # Rows of 32 new tokens at a group of 4 fill a 128-row tile and two thirds of a 192-row one: a
     # step of them takes the sm_90a kernel's 128-row shape (measured on the H200, session 20: case
