@@ -104,6 +104,11 @@ POLICIES = [
     # The same plan captured in a CUDA graph and timed as replays (common.Timer, graph=True): what
     # the event time holds beyond the kernels when one graph launch replaces the op's launches.
     ("graph_replay", dict(cuda_graph=True)),
+    # The graph-safe and deterministic plans with one kv head a CTA (head dim 64), against the
+    # policy's pairing of them (launches of up to 4 MMA blocks pair).
+    ("graph_p1", dict(cuda_graph=True, decode_kv_pack=1)),
+    ("graph_replay_p1", dict(cuda_graph=True, decode_kv_pack=1)),
+    ("det4096_p1", dict(deterministic=True, fixed_split_tokens=4096, decode_kv_pack=1)),
 ]
 
 
@@ -166,7 +171,7 @@ def main():
         out = torch.empty_like(q)
         lse = torch.empty(q.shape[0], c["Hq"], device="cuda")
         def record(pname, plan, fn):
-            t = timer.time(fn, graph=pname == "graph_replay")["ms"]
+            t = timer.time(fn, graph=pname.startswith("graph_replay"))["ms"]
             if args.phases and pname != "triton":
                 phases = kernel_us(fn)
                 rest = t * 1e3 - sum(phases.values())

@@ -19,8 +19,13 @@ if [ -z "${SKIP_BUILD:-}" ]; then
   bash scripts/build_inplace.sh "-DMIXED_ATTN_HEAD_DIMS=64;128" > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
   echo "build: $(( $(date +%s) - start )) s"
 fi
-timeout 150 python3 benchmarks/bench_decode.py --cases K,K-p1,K-pair,H --policies sm2,pack1,narrow,fi \
-  --json "$OUT/decode.json" 2>&1 | grep -v -i triton | tee "$OUT/decode.log" | tail -24
+# K / K-p1 under the default, graph-safe (eager and replayed) and deterministic plans, each paired
+# (the policy's, with kv_pack_blocks.patch) and one head a CTA (*_p1 / pack1); K-pair and H for reference.
+timeout 200 python3 benchmarks/bench_decode.py --cases K,K-p1 \
+  --policies sm2,pack1,graph,graph_p1,graph_replay,graph_replay_p1,det4096,det4096_p1,fi \
+  --json "$OUT/decode.json" 2>&1 | grep -v -i triton | tee "$OUT/decode.log" | grep -E "ms |/ fi_dec|not run"
+timeout 100 python3 benchmarks/bench_decode.py --cases K-pair,H --policies sm2,fi --json "$OUT/decode_ref.json" 2>&1 \
+  | grep -v -i triton | tee "$OUT/decode_ref.log" | grep -E "ceilings|ms |/ fi_dec"
 # fp8: ours only (FlashInfer's fp8 decode module is not prebuilt: ~100 s of JIT).
 timeout 60 python3 benchmarks/bench_decode.py --cases K-fp8 --policies sm2,pack2 2>&1 | grep -v -i triton \
   | tee "$OUT/decode_fp8.log" | tail -4
@@ -30,6 +35,7 @@ for pack in 1 0; do
   timeout 120 python3 benchmarks/bench_verify.py --cases V4-d64,V5-d64 --decode-kv-pack $pack 2>&1 \
     | grep -E "^\| V" | awk '!seen[$0]++' | sed "s/^/pack=$pack /"
 done
+[ "${MIXED:-1}" = 0 ] && exit 0  # bench_mixed's K step in a call of its own
 timeout 200 python3 benchmarks/bench_mixed.py --cases K --rows ma_split,ma_ext,fi_split,fi_ext,fi_batchattn \
   --markdown "$OUT/mixed_k.md" > "$OUT/mixed_k.log" 2>&1
 grep -A6 "=== summary" "$OUT/mixed_k.log" | head -8
