@@ -8,9 +8,10 @@
 # decode_pack.sh without bench_mixed (K / K-p1 paired vs one head under sm2 / graph / det, fp8, verify d64).
 # Not in it: the full GPU suite and racecheck (a second call: gpu_check.sh tests + racecheck_sites.sh).
 cd "$(dirname "$0")/../.."; OUT=${OUT:-/tmp/mixed_attn_out}; mkdir -p $OUT
-bash scripts/gpu_check.sh build || exit 1
+# Build, the touched tests and memcheck through gpu_check.sh's own steps (logs: build.log, tests.log, sanitize.log).
+PYTEST_ARGS="tests/test_cuda_extend.py::test_out_views_give_a_contiguous_outs_bits tests/test_verify_rows.py tests/test_graph_mode.py tests/test_cuda_extend.py::test_features" \
+  TEST_TIMEOUT=170 SANITIZE_TIMEOUT=70 bash scripts/gpu_check.sh build,tests,sanitize
+ls python/mixed_attn/_C*.so >/dev/null 2>&1 || exit 1
 export PYTHONPATH=$PWD/.peers:$PWD/python FLASHINFER_WORKSPACE_BASE=$HOME/fi_ws MAX_JOBS=16 PYTHONUNBUFFERED=1
-timeout 170 python3 -m pytest -q -p no:cacheprovider "tests/test_cuda_extend.py::test_out_views_give_a_contiguous_outs_bits" tests/test_verify_rows.py tests/test_graph_mode.py "tests/test_cuda_extend.py::test_features" > $OUT/tests_a.log 2>&1; tail -4 $OUT/tests_a.log
-timeout 70 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -x -p no:cacheprovider tests -k sanitize > $OUT/memcheck.log 2>&1; echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|passed|failed" $OUT/memcheck.log | tail -2
 timeout 80 python3 benchmarks/bench_extend.py --cases P-512,B --kernels auto,fa3 2>&1 | grep -v -i triton > $OUT/extend.log; grep -E "^\||ceil|matmul" $OUT/extend.log | tail -8
 MIXED=0 SKIP_BUILD=1 bash tools/pending/decode_pack.sh
