@@ -254,6 +254,28 @@ def test_repeatable(lib):
     assert torch.equal(outs[0], outs[1])
 
 
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_out_views_give_a_contiguous_outs_bits(lib, d):
+    """out may be any view whose last dim is contiguous: the sm_90a epilogue stores 16 bytes a lane
+    where out's rows are 16-byte aligned and b16 pairs where they are not (here: rows padded by 8
+    elements, and the same view moved 4 bytes off). Every form gives the contiguous out's bits, and
+    no element outside the view is written."""
+    b = make_batch([300, 45, 1], [700, 3, 90], 8, 2, d, 16, seed=d)
+    skip_forced_variant_it_cannot_serve(lib, 16, 8, 2, d)
+    info, meta = lib.plan(b.qo_indptr, b.kv_indptr, b.seq_lens, 16, 8, 2, d)
+    q, kc, vc, idx = b.q, b.k_cache, b.v_cache, b.kv_indices
+    want = torch.full_like(q, float("nan"))
+    lib.run(info, meta, q, kc, vc, idx, want)
+    for pad, offset in ((8, 8), (8, 2)):  # 16-byte aligned rows; rows 4 bytes off
+        buf = torch.full((q.shape[0], q.shape[1], d + pad), float("nan"), dtype=q.dtype, device="cuda")
+        view = buf[:, :, offset:offset + d]
+        lib.run(info, meta, q, kc, vc, idx, view)
+        torch.cuda.synchronize()
+        assert torch.equal(view, want), f"pad {pad}, offset {offset}"
+        outside = torch.cat([buf[:, :, :offset], buf[:, :, offset + d:]], dim=-1)
+        assert outside.isnan().all(), f"pad {pad}, offset {offset}: written outside the view"
+
+
 def test_extend_backend_selects_the_portable_kernel(lib, extend_kernel):
     # On an H100/H200 the default is the sm_90a kernel; extend_backend="mma" must reach the
     # mma.sync kernel. Their tiles (128 vs 64 keys) rescale the softmax at different points, so the

@@ -344,8 +344,8 @@ def test_a_step_whose_rows_fit_takes_the_narrow_decode_at_head_dim_256():
 
 def test_two_kv_heads_a_decode_cta_at_head_dim_64():
     """decode_kv_pack: at head dim 64 with a 16-bit cache the tensor-core decode reads two adjacent
-    kv heads a CTA (one 128-wide row a key) on a step whose rows' pairs of both heads fit one MMA
-    block; the grid then has half the kv-head slots, so the SM-aware split takes longer chunks.
+    kv heads a CTA (one 128-wide row a key) on a step whose rows' pairs of both heads fit a CTA's
+    4 MMA blocks; the grid then has half the kv-head slots, so the SM-aware split cuts twice as many.
     Elsewhere (head dim 128, fp8, odd kv heads, rows past the block, the narrow kernel) one head."""
     pk = lambda ext, pre, **kw: field(plan(H200, ext, pre, **kw), "decode_kv_pack")  # noqa: E731
     dec = ([1] * 8, [4000] * 8)
@@ -354,11 +354,12 @@ def test_two_kv_heads_a_decode_cta_at_head_dim_64():
     assert pk(*dec, d=64, decode_kv_pack=1) == 1
     assert pk(*dec, d=64, hq=12, hkv=3) == 1  # odd kv heads: by the policy, one head a CTA
     assert pk(*dec, d=64, hq=64, hkv=8) == 2  # group 8: 16 pairs, one block
-    assert pk(*dec, d=64, hq=64, hkv=4) == 1  # group 16: 32 pairs
-    assert pk([1, 2, 300], [4000, 9, 50], d=64) == 2  # a verify row of 2 x group 4 x 2 heads = 16
-    assert pk([1, 3, 300], [4000, 9, 50], d=64) == 1  # 3 tokens: 24 pairs
-    assert pk(*dec, d=64, deterministic=1) == 1  # the policy's bound (8 queries) decides
-    assert pk(*dec, d=64, deterministic=1, decode_max_q=2) == 2
+    assert pk(*dec, d=64, hq=64, hkv=4) == 2  # group 16: 32 pairs, two blocks
+    assert pk(*dec, d=64, hq=128, hkv=2) == 1  # group 64: 128 pairs
+    assert pk([1, 8, 300], [4000, 9, 50], d=64) == 2  # a verify row of 8 x group 4 x 2 heads = 64
+    assert pk([1, 9, 300], [4000, 9, 50], d=64, decode_max_q=9) == 1  # 9 tokens: 72 pairs
+    assert pk(*dec, d=64, deterministic=1) == 2  # the policy's bound (8 queries): 4 blocks
+    assert pk(*dec, d=64, deterministic=1, decode_max_q=9) == 1
     assert pk(*dec, d=64, decode_kernel=2) == 1  # portable
     assert pk(*dec, d=64, decode_kernel=4) == 1  # narrow
     # Half the kv-head slots: twice the splits fill the GPU (8 rows at 4k: 8 heads x 4 splits of

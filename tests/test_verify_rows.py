@@ -134,15 +134,16 @@ def test_random_mixes(device, backend):
                          ids=["bf16", "fp16", "fp8"])
 @pytest.mark.parametrize("page_size", [1, 16])
 @pytest.mark.parametrize("heads", [(4, 2), (8, 2), (16, 2), (24, 6)], ids=["gqa2", "gqa4", "gqa8", "gqa4x3"])
-def test_two_kv_heads_a_decode_cta(dtypes, page_size, heads):
+@pytest.mark.parametrize("blocks", [1, 2, 4])
+def test_two_kv_heads_a_decode_cta(dtypes, page_size, heads, blocks):
     """decode_kv_pack=2 at head dim 64: the tensor-core stage 1 reads two adjacent kv heads as one
-    128-wide row, each pair's query zero outside its head's half. One-token rows and (where two
-    heads' pairs fit one MMA block) verify rows of 2, prefix 0 to long, split and unsplit,
+    128-wide row, each pair's query zero outside its head's half. One-token rows and verify rows
+    whose pairs of both heads fill `blocks` MMA blocks, prefix 0 to long, split and unsplit,
     window / cap / sinks, deterministic; against the fp64 reference and the one-head launch."""
     dtype, kv_dtype = dtypes
     Hq, Hkv = heads
     group = Hq // Hkv
-    max_q = 2 if 2 * group * 2 <= 16 else 1
+    max_q = max(1, blocks * 16 // (2 * group))
     ext, pre = _shuffled([(1, 0), (1, 5), (max_q, 900), (1, 3001), (max_q, 0), (1, 4100), (40, 70)],
                          seed=page_size + Hq)
     scales = dict(k_scale=0.5, v_scale=2.0) if kv_dtype else {}

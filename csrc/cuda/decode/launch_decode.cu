@@ -34,10 +34,9 @@ const char* launch_decode(const DecodeParams& p, void* stream) {
   if (kv_pack != 1 && kv_pack != 2) return "decode: the plan's kv heads per CTA must be 1 or 2";
   if (kv_pack == 2 &&
       (DecodeKernel(a.plan.decode_kernel) != DecodeKernel::kTensorCore || a.head_dim != 64 ||
-       a.plan.decode_cta_blocks != 1 ||
        decode_step_kv_pack(2, a.num_kv_heads, a.plan.decode_max_q, a.num_qo_heads / a.num_kv_heads) != 2))
     return "decode: two kv heads a CTA need the tensor-core kernel at head dim 64, an even num_kv_heads and rows "
-           "whose pairs of both heads fit one MMA block";
+           "whose pairs of both heads fit a CTA's MMA blocks";
   if (int64_t(a.num_kv_heads / kv_pack) *
           decode_row_ctas(a.plan.decode_max_q, a.num_qo_heads / a.num_kv_heads * kv_pack, a.plan.decode_cta_blocks) >
       65535)

@@ -45,11 +45,18 @@ const char* launch_tc_variant(dim3 grid, const DecodeParams& p, const DecodeCons
 template <int D, typename QT, bool kFp8>
 const char* launch_tc(int blocks, bool two_halves, dim3 grid, const DecodeParams& p, const DecodeConsts& c,
                       gpuStream_t stream) {
-  // Two kv heads a CTA (head dim 64): one 128-wide row, one MMA block (launch_decode checks).
+  // Two kv heads a CTA (head dim 64): one 128-wide row (launch_decode checks).
   if constexpr (D == 64) {
-    if (c.kv_pack == 2)
-      return two_halves ? launch_tc_variant<2 * D, QT, kFp8, 1, true, 2>(grid, p, c, stream)
-                        : launch_tc_variant<2 * D, QT, kFp8, 1, false, 2>(grid, p, c, stream);
+    if (c.kv_pack == 2) {
+      switch (blocks) {
+        case 1:
+          return two_halves ? launch_tc_variant<2 * D, QT, kFp8, 1, true, 2>(grid, p, c, stream)
+                            : launch_tc_variant<2 * D, QT, kFp8, 1, false, 2>(grid, p, c, stream);
+        case 2: return launch_tc_variant<2 * D, QT, kFp8, 2, true, 2>(grid, p, c, stream);
+        case 4: return launch_tc_variant<2 * D, QT, kFp8, 4, true, 2>(grid, p, c, stream);
+        default: return "decode: the plan's blocks per CTA must be 1, 2 or 4";
+      }
+    }
   }
   constexpr int kMaxBlocks = TcTraits<D, kFp8>::kWarps;  // one block per warp at most
   if (blocks > kMaxBlocks) return "decode: the plan's blocks per CTA exceed this head dim's warps";

@@ -196,10 +196,12 @@ MA_HOST_DEVICE inline int decode_row_ctas(int q_len, int group, int cta_blocks) 
 // A head-dim-64 CTA over one kv head ran at 78-80% of the read floor on the H200 where head dim 128
 // runs at 94% (benchmarks/RESULTS.md, session 22): it pays a tile's fixed work (barrier, softmax,
 // page lookups) for half the bytes. A step packs where the policy allows it, its kv heads pair up and
-// its longest row's pairs of both heads fit one 16-row MMA block (plain decode rows up to a group of
-// 8); the grid then has num_kv_heads / 2 kv-head slots of 2 * group pairs each.
+// its longest row's pairs of both heads fit the 4 MMA blocks of a CTA (one-token rows up to a group
+// of 32; at group 4 verify rows up to 8, so graph-safe and deterministic launches, sized by the
+// policy's decode_max_q, pair too); the grid then has num_kv_heads / 2 kv-head slots of 2 * group
+// pairs each. Each CTA still runs the body of the blocks its own row needs.
 MA_HOST_DEVICE inline int decode_step_kv_pack(int policy_pack, int num_kv_heads, int launch_q, int group) {
-  return policy_pack == 2 && num_kv_heads % 2 == 0 && launch_q * group * 2 <= kDecodeBlockRows ? 2 : 1;
+  return policy_pack == 2 && num_kv_heads % 2 == 0 && launch_q * group * 2 <= 4 * kDecodeBlockRows ? 2 : 1;
 }
 // (query, head) pairs of one kv head the narrow stage 1 serves in a CTA (the N of its MMA).
 constexpr int kDecodeNarrowPairs = kDecodeBlockRows / 2;
