@@ -81,7 +81,7 @@ POLICIES = [
     ("sm2_nopdl", dict(ctas_per_sm=2, pdl=False)),
     # One kv head a stage-1 CTA where the policy reads two (head dim 64: decode_kv_pack).
     ("pack1", dict(ctas_per_sm=2, decode_kv_pack=1)),
-    ("pack2", dict(ctas_per_sm=2, decode_kv_pack=2)),  # two where the policy does not (fp8)
+    ("pack2", dict(ctas_per_sm=2, decode_kv_pack=2)),  # two kv heads a CTA wherever the kernel can
     ("narrow_nopdl", dict(ctas_per_sm=2, decode_backend="tensor_core_narrow", pdl=False)),
     # The two tensor-core stage-1 kernels forced (the default plan picks one of them): queries on
     # the MMA's M side (wide), or keys there with <= 8 (query, head) pairs a CTA (narrow).

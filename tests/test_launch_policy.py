@@ -343,14 +343,14 @@ def test_a_step_whose_rows_fit_takes_the_narrow_decode_at_head_dim_256():
 
 
 def test_two_kv_heads_a_decode_cta_at_head_dim_64():
-    """decode_kv_pack: at head dim 64 with a 16-bit cache the tensor-core decode reads two adjacent
+    """decode_kv_pack: at head dim 64 (16-bit or fp8 cache) the tensor-core decode reads two adjacent
     kv heads a CTA (one 128-wide row a key) on a step whose rows' pairs of both heads fit a CTA's
     4 MMA blocks; the grid then has half the kv-head slots, so the SM-aware split cuts twice as many.
-    Elsewhere (head dim 128, fp8, odd kv heads, rows past the block, the narrow kernel) one head."""
+    Elsewhere (head dim 128, odd kv heads, rows past the block, the narrow kernel) one head."""
     pk = lambda ext, pre, **kw: field(plan(H200, ext, pre, **kw), "decode_kv_pack")  # noqa: E731
     dec = ([1] * 8, [4000] * 8)
     assert pk(*dec, d=64) == 2 and pk(*dec, d=128) == 1
-    assert pk(*dec, d=64, kv_fp8=1) == 1 and pk(*dec, d=64, kv_fp8=1, decode_kv_pack=2) == 2
+    assert pk(*dec, d=64, kv_fp8=1) == 2 and pk(*dec, d=64, kv_fp8=1, decode_kv_pack=1) == 1
     assert pk(*dec, d=64, decode_kv_pack=1) == 1
     assert pk(*dec, d=64, hq=12, hkv=3) == 1  # odd kv heads: by the policy, one head a CTA
     assert pk(*dec, d=64, hq=64, hkv=8) == 2  # group 8: 16 pairs, one block

@@ -227,14 +227,15 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
     p.decode_max_q = q < 1 ? 1 : (q > kDecodeMaxQueries ? kDecodeMaxQueries : q);
   }
   // Two kv heads a decode CTA at head dim 64 (decode_step_kv_pack says why), on the wide
-  // tensor-core kernel; 16-bit caches by default (an fp8 cache pairs on request: not measured).
+  // tensor-core kernel, for 16-bit and fp8 caches alike (fp8: K-fp8 0.2497 -> 0.2114 ms paired on
+  // the H100, benchmarks/RESULTS.md session 25).
   if (req.decode_kv_pack < 0 || req.decode_kv_pack > 2)
     return cat("decode_kv_pack must be 0 (policy), 1 or 2, got ", req.decode_kv_pack);
   const bool pack_fits = p.decode_kernel == DecodeKernel::kTensorCore && head_dim == 64;
   if (req.decode_kv_pack == 2 && !pack_fits)
     return cat("decode_kv_pack=2 needs the tensor_core decode kernel at head dim 64 (kernel ",
                decode_kernel_name(p.decode_kernel), ", head dim ", head_dim, ")");
-  p.decode_kv_pack = pack_fits && (req.decode_kv_pack == 2 || (req.decode_kv_pack == 0 && !kv_fp8)) ? 2 : 1;
+  p.decode_kv_pack = pack_fits && req.decode_kv_pack != 1 ? 2 : 1;
   *out = p;
   return {};
 }
