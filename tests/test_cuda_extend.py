@@ -256,10 +256,10 @@ def test_repeatable(lib):
 
 @pytest.mark.parametrize("d", [64, 128, 256])
 def test_out_views_give_a_contiguous_outs_bits(lib, d):
-    """out may be any view whose last dim is contiguous: the sm_90a epilogue stores 16 bytes a lane
-    where out's rows are 16-byte aligned and b16 pairs where they are not (here: rows padded by 8
-    elements, and the same view moved 4 bytes off). Every form gives the contiguous out's bits, and
-    no element outside the view is written."""
+    """out may be any view whose last dim is contiguous, its rows not 16-byte aligned included (out
+    is the one b16 tensor the op does not require aligned): rows padded by 8 elements, and the same
+    view moved 4 bytes off. Every form gives the contiguous out's bits, and no element outside the
+    view is written (a wider store in the epilogue would have to keep both true)."""
     b = make_batch([300, 45, 1], [700, 3, 90], 8, 2, d, 16, seed=d)
     skip_forced_variant_it_cannot_serve(lib, 16, 8, 2, d)
     info, meta = lib.plan(b.qo_indptr, b.kv_indptr, b.seq_lens, 16, 8, 2, d)
