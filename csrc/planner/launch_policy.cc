@@ -227,8 +227,8 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
     p.decode_max_q = q < 1 ? 1 : (q > kDecodeMaxQueries ? kDecodeMaxQueries : q);
   }
   // Two kv heads a decode CTA at head dim 64 (decode_step_kv_pack says why), on the wide
-  // tensor-core kernel, for 16-bit and fp8 caches alike (fp8: K-fp8 0.2497 -> 0.2114 ms paired on
-  // the H100, benchmarks/RESULTS.md session 25).
+  // tensor-core kernel, for 16-bit and fp8 caches alike (an fp8 cache's CTA pays the same fixed
+  // work for half the bytes again: benchmarks/RESULTS.md, session 25).
   if (req.decode_kv_pack < 0 || req.decode_kv_pack > 2)
     return cat("decode_kv_pack must be 0 (policy), 1 or 2, got ", req.decode_kv_pack);
   const bool pack_fits = p.decode_kernel == DecodeKernel::kTensorCore && head_dim == 64;
