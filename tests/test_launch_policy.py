@@ -346,7 +346,7 @@ def test_two_kv_heads_a_decode_cta_at_head_dim_64():
     """decode_kv_pack: at head dim 64 (16-bit or fp8 cache) the tensor-core decode reads two adjacent
     kv heads a CTA (one 128-wide row a key) on a step whose rows' pairs of both heads fit a CTA's
     4 MMA blocks; the grid then has half the kv-head slots, so the SM-aware split cuts twice as many.
-    Elsewhere (head dim 128, odd kv heads, rows past the block, the narrow kernel) one head."""
+    Elsewhere (head dim 128, odd kv heads, rows past the 4 blocks, the narrow kernel) one head."""
     pk = lambda ext, pre, **kw: field(plan(H200, ext, pre, **kw), "decode_kv_pack")  # noqa: E731
     dec = ([1] * 8, [4000] * 8)
     assert pk(*dec, d=64) == 2 and pk(*dec, d=128) == 1
