@@ -21,22 +21,6 @@ __device__ __forceinline__ float fast_exp2(float x) {
 #endif
 }
 
-// 2^x for x <= 0 on the FMA and integer pipes instead of the MUFU (FlashAttention-4's idea: a
-// share of a tile's exponentials moved off the MUFU, which at head dim 64 has as much work a tile
-// as the tensor cores). x is rounded to the nearest integer j by the 1.5 * 2^23 trick (j lands in
-// t's low mantissa bits), 2^f for f = x - j in [-0.5, 0.5] is a degree-3 fit (relative error
-// 7.5e-5, under half a bf16 or fp16 ulp), and j is added to its exponent field (t << 23 keeps j's
-// bits only). x is clamped at -126 so the result stays a non-negative float: weights below 2^-126
-// come out as at most 2^-126 instead of 0 (callers use it only where the row's max is a finite score
-// of the same tile set, so such weights are negligible against the max's 1).
-__device__ __forceinline__ float exp2_poly(float x) {
-  x = fmaxf(x, -126.f);
-  const float t = x + 12582912.f;
-  const float f = x - (t - 12582912.f);
-  const float p = fmaf(fmaf(fmaf(0.05516534f, f, 0.24261065f), f, 0.69326216f), f, 0.99992812f);
-  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-}
-
 // The logit cap: cap * tanh(raw * scale / cap), in log2 units. `inner` = scale / cap,
 // `outer_log2` = cap * log2 e (both computed once per launch). tanhf (2 ulp, absolute error
 // ~1e-7 and relative error ~2e-7 everywhere; tools/logit_cap_error.cc) rather than tanh from

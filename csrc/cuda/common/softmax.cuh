@@ -27,9 +27,7 @@ __device__ __forceinline__ float state_lse(float m, float l) { return (m + log2f
 // in log2 units, or 1 for scores already in log2 units). Updates the running max and this
 // lane's partial row sum; alpha[i] is the factor the row's old O must be scaled by.
 // Rows i >= kRowsUsed are left alone (a kernel that fills only part of the layout).
-// kPolyEvery > 0: every kPolyEvery-th tile n's weights come from exp2_poly (the FMA pipes) rather
-// than the MUFU; only for tiles without masked (-inf) scores (math.cuh, exp2_poly).
-template <class L, int kRowsUsed = L::kRowsPerLane, int kPolyEvery = 0, int kN>
+template <class L, int kRowsUsed = L::kRowsPerLane, int kN>
 __device__ __forceinline__ void online_softmax_step(float (&s)[kN][4], float (&row_max)[L::kRowsPerLane],
                                                     float (&row_sum)[L::kRowsPerLane], float (&alpha)[L::kRowsPerLane],
                                                     float score_mult) {
@@ -58,10 +56,7 @@ __device__ __forceinline__ void online_softmax_step(float (&s)[kN][4], float (&r
 #pragma unroll
     for (int n = 0; n < kN; ++n) {
 #pragma unroll
-      for (int c = 0; c < kCols; ++c) {
-        const float x = fmaf(s[n][i * kCols + c], score_mult, -m_base);
-        s[n][i * kCols + c] = (kPolyEvery > 0 && n % kPolyEvery == kPolyEvery - 1) ? exp2_poly(x) : fast_exp2(x);
-      }
+      for (int c = 0; c < kCols; ++c) s[n][i * kCols + c] = fast_exp2(fmaf(s[n][i * kCols + c], score_mult, -m_base));
       float part = s[n][i * kCols];
 #pragma unroll
       for (int c = 1; c < kCols; ++c) part += s[n][i * kCols + c];

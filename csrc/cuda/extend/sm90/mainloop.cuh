@@ -152,13 +152,6 @@ __device__ __forceinline__ void consume(const ExtendArgs& args, const Sm90Smem<T
             if (j > p || (window >= 0 && j < p - window)) s_acc[n][e] = -INFINITY;
           }
       }
-      if constexpr (kExp2PolyEvery > 0) {
-        if (!needs_mask) {
-          online_softmax_step<AccLayoutMma16816, AccLayoutMma16816::kRowsPerLane, kExp2PolyEvery>(
-              s_acc, row_max, row_sum, alpha, score_mult);
-          return;
-        }
-      }
       online_softmax_step<AccLayoutMma16816>(s_acc, row_max, row_sum, alpha, score_mult);
     };
     auto rescale_o = [&](const float (&alpha)[2]) {

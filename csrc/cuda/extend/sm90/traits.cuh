@@ -62,14 +62,6 @@ namespace mixed_attn::gpu::extend_detail {
 #define MA_SM90_OVERLAP 1
 #endif
 
-// Lab (issue 13, head dim 64): every N-th 8-key slice of a tile without masked scores is
-// exponentiated by exp2_poly on the FMA pipes instead of the MUFU (common/math.cuh); 0: the MUFU
-// for every weight.
-#ifndef MA_SM90_EXP2_POLY_EVERY
-#define MA_SM90_EXP2_POLY_EVERY 0
-#endif
-constexpr int kExp2PolyEvery = MA_SM90_EXP2_POLY_EVERY;
-
 // Consumer warpgroups (64 query rows each): MA_SM90_D{64,128,256}_WGS, defined in
 // mixed_attn/launch_policy.h, whose extend_sm90_block_rows the planner cuts tiles by. Three share
 // every K/V tile among 192 rows instead of 128, a third fewer copied bytes per FLOP, but then the
