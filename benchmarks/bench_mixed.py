@@ -100,7 +100,17 @@ ROW_HELP.update({n: f"mixed_attn, extend rows alone, {r}-row tiles forced" for n
 SLICED_ROWS = {"ma_sliced8": 8, "ma_sliced16": 16}
 ROW_HELP.update({n: f"mixed_attn split, every row cut into rows of <= {q} new tokens (all decode-class)"
                  for n, q in SLICED_ROWS.items()})
-OPT_IN_ROWS = [f"ma_part{k}" for k in PARTITION_SMS] + ["ma_split_nopdl", *EXTEND_SHAPE_ROWS, *SLICED_ROWS]
+# The split step with the extend launch shaped by hand (opt-in rows, --rows ma_split,ma_split_nc,...):
+# the planner shapes the extend launch for the extend alone (cut items and the 128-row shape fill
+# every SM), so a decode half launched after it as its programmatic dependent finds no SM free
+# until the extend's CTAs leave; an uncut launch or 192-row tiles leave SMs to it from the start
+# (issue 14: A, C, F, K, where the decode half is most of the step).
+STEP_LAUNCH_ROWS = {"ma_split_nc": dict(extend_item_parts=1), "ma_split_r128": dict(extend_block_rows=128),
+                    "ma_split_r192": dict(extend_block_rows=192), "ma_split_np": dict(extend_persistent=0)}
+ROW_HELP.update({n: "mixed_attn split dispatch, " + ", ".join(f"{k}={v}" for k, v in kw.items())
+                 for n, kw in STEP_LAUNCH_ROWS.items()})
+OPT_IN_ROWS = [f"ma_part{k}" for k in PARTITION_SMS] + ["ma_split_nopdl", *EXTEND_SHAPE_ROWS, *SLICED_ROWS,
+                                                        *STEP_LAUNCH_ROWS]
 # FlashInfer's whole-step rows: the fastest measured one is "FI best" in the summary.
 FI_WHOLE_STEP_ROWS = ["fi_split", "fi_fa2_all", "fi_batchattn"]
 # Rows that time only part of the step: their %floor is against that part's own floor.
@@ -445,6 +455,8 @@ def builders(ctx):
            for n, r in EXTEND_SHAPE_ROWS.items()},
         **{n: ((lambda q: lambda s: build_ma(ctx, s.sliced(q), "split", decode_max_q=q))(q), False)
            for n, q in SLICED_ROWS.items()},
+        **{n: ((lambda kw: lambda s: build_ma(ctx, s, "split", **kw))(kw), False)
+           for n, kw in STEP_LAUNCH_ROWS.items()},
     }
 
 
@@ -688,7 +700,7 @@ def _us(v):
 # ---------------------------------------------------------------------------------------------
 
 SUMMARY_ROWS = ["ma_split", "ma_split_nopdl", "ma_split[g]", "ma_fold", "ma_auto", "ma_ext", "ma_dec", "ma_2s_dec1",
-                "ma_2s_ext1",
+                "ma_2s_ext1", *STEP_LAUNCH_ROWS,
                 "tri_split", "tri_fold",
                 "torch_sdpa", "torch_batched", "fi_fa2_all", "fi_split", "fi_batchattn", "fi_ext", "fi_dec"]
 

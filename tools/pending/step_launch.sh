@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Issues 14 and 15, one device call (~5 minutes warm; wants an H200). Here first:
+# `bash tools/setup_peers.sh "64 128"`; the call carries [".peers"].
+# 1. The steps still above FlashInfer's BatchAttention (session 26, H200: A 1.03x, C 1.02x,
+#    F 1.08x): the planner shapes the extend launch for the extend alone (F: cut items to 132 CTAs;
+#    A: the 128-row shape, 128 CTAs), so the decode stage 1, the extend's programmatic dependent,
+#    finds no SM free until the extend's CTAs leave (F's step = decode + the whole extend half).
+#    bench_mixed's opt-in rows shape it by hand: uncut (F: 86 CTAs), 192-row tiles (A: 88), one
+#    CTA per item. A row that beats ma_split says the cut / shape choice should count the decode
+#    half that follows (plan.cc steps 3c / 3e).
+# 2. V5-d64 (64 rows of 4 queries at head dim 64): paired 0.312 ms against one head a CTA 0.292
+#    in session 26's one run on the H200 (the H100: 0.392 / 0.391); V4-d64 paired 0.94x. Twice,
+#    alternating, to see whether pairing a row that needs two MMA blocks loses.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+[ -d .peers/flashinfer ] || { echo "run tools/setup_peers.sh \"64 128\" here first and carry .peers"; exit 1; }
+OUT=${OUT:-/tmp/mixed_attn_out}
+mkdir -p "$OUT"
+export MIXED_ATTN_CUDA_ARCHS=90a PYTHONUNBUFFERED=1 NINJA_JOBS=16 MAX_JOBS=16
+export PYTHONPATH=$PWD/.peers:$PWD/python FLASHINFER_WORKSPACE_BASE=$HOME/fi_ws
+nvidia-smi --query-gpu=name --format=csv,noheader
+if [ -z "${SKIP_BUILD:-}" ]; then
+  start=$(date +%s)
+  bash scripts/build_inplace.sh "-DMIXED_ATTN_HEAD_DIMS=64;128" -DMIXED_ATTN_FP8=OFF > "$OUT/build.log" 2>&1 \
+    || { tail -30 "$OUT/build.log"; exit 1; }
+  echo "build: $(( $(date +%s) - start )) s"
+fi
+timeout 300 python3 benchmarks/bench_mixed.py --cases ${CASES:-A,C,F,K} \
+  --rows ma_split,ma_split_nc,ma_split_r128,ma_split_r192,ma_split_np,fi_batchattn \
+  --markdown "$OUT/step_launch.md" > "$OUT/step_launch.log" 2>&1
+grep -A8 "=== summary" "$OUT/step_launch.log" | head -10
+for rep in 1 2; do for pack in 1 0; do
+  timeout 100 python3 benchmarks/bench_verify.py --cases V4-d64,V5-d64 --decode-kv-pack $pack 2>&1 \
+    | grep -E "^\| V" | awk '!seen[$0]++' | sed "s/^/rep=$rep pack=$pack /"
+done; done
