@@ -103,10 +103,13 @@ ROW_HELP.update({n: f"mixed_attn split, every row cut into rows of <= {q} new to
 # The split step with the extend launch shaped by hand (opt-in rows, --rows ma_split,ma_split_nc,...):
 # the planner shapes the extend launch for the extend alone (cut items and the 128-row shape fill
 # every SM), so a decode half launched after it as its programmatic dependent finds no SM free
-# until the extend's CTAs leave; an uncut launch or 192-row tiles leave SMs to it from the start
-# (issue 14: A, C, F, K, where the decode half is most of the step).
+# until the extend's CTAs leave; an uncut launch, 192-row tiles or extend_leave_sms=N (the
+# persistent extend on all SMs but N) leave SMs to it from the start (issue 14: A, C, F, K, where
+# the decode half is most of the step).
+LEAVE_SMS = (22, 44, 66)
 STEP_LAUNCH_ROWS = {"ma_split_nc": dict(extend_item_parts=1), "ma_split_r128": dict(extend_block_rows=128),
-                    "ma_split_r192": dict(extend_block_rows=192), "ma_split_np": dict(extend_persistent=0)}
+                    "ma_split_r192": dict(extend_block_rows=192), "ma_split_np": dict(extend_persistent=0),
+                    **{f"ma_split_leave{n}": dict(extend_leave_sms=n) for n in LEAVE_SMS}}
 ROW_HELP.update({n: "mixed_attn split dispatch, " + ", ".join(f"{k}={v}" for k, v in kw.items())
                  for n, kw in STEP_LAUNCH_ROWS.items()})
 OPT_IN_ROWS = [f"ma_part{k}" for k in PARTITION_SMS] + ["ma_split_nopdl", *EXTEND_SHAPE_ROWS, *SLICED_ROWS,

@@ -46,6 +46,28 @@ def test_pdl_gives_the_bits_of_ordinary_launches(page_size, kv_dtype, head_dim):
     assert_close_to_reference(on[0], on[1], ref_out, ref_lse, torch.bfloat16, loose=3.0 if kv_dtype else 1.0)
 
 
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_an_extend_launch_that_leaves_sms_gives_the_same_bits(head_dim):
+    # extend_leave_sms=N: the persistent extend on num_sms - N CTAs, the decode's stage 1 (its
+    # programmatic dependent) starting on the N SMs left free. Items are dealt to fewer CTAs, each
+    # item computed whole as in the uncut launch (cut items off in both): the same bits.
+    if not has_pdl():
+        pytest.skip("programmatic dependent launch needs compute capability 9.0+")
+    b = make_batch([1, 2000, 1, 1, 300], [9000, 0, 4000, 30000, 700], num_qo_heads=16, num_kv_heads=4,
+                   head_dim=head_dim, page_size=16, device="cuda", seed=head_dim)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    whole = dict(extend_item_parts=1, extend_block_rows=192)  # one tile shape, items never cut
+    base = run_op(b, extend_kv_splits=1, **whole)
+    for leave in (1, sms // 2, sms - 1):
+        out, lse, _, _, w = run_op(b, extend_leave_sms=leave, **whole)
+        assert 0 < field(w.plan_info, "extend_ctas") <= sms - leave
+        assert field(w.plan_info, "extend_kv_splits") == 1
+        torch.cuda.synchronize()
+        assert torch.equal(out, base[0]) and torch.equal(lse, base[1]), f"extend_leave_sms={leave}"
+    ref_out, ref_lse, _, _ = run_reference(b)
+    assert_close_to_reference(base[0], base[1], ref_out, ref_lse, torch.bfloat16)
+
+
 def test_the_next_kernel_sees_the_whole_step():
     if not has_pdl():
         pytest.skip("programmatic dependent launch needs compute capability 9.0+")

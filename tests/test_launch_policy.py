@@ -214,6 +214,34 @@ def test_cut_items_from_the_step_cost():
         policy(H200, extend_item_parts=5)
 
 
+# extend_leave_sms (launch_policy.h): the persistent extend launch on at most num_sms - N CTAs,
+# never KV-split, its cut and estimate made for those SMs, so that N SMs are free for the decode.
+def test_an_extend_launch_may_leave_sms_to_the_decode():
+    def launch(info):
+        return (field(info, "extend_ctas"), field(info, "extend_kv_splits"), field(info, "extend_cut_items"))
+
+    f = ([2048] + [1] * 128, [0] + [8191] * 128)  # case F: MQA, 86 items
+    assert launch(plan(H200, *f, hq=8, hkv=1)) == (132, 1, 46)  # the policy cuts 46 items to fill 132
+    assert launch(plan(H200, *f, hq=8, hkv=1, extend_leave_sms=46)) == (86, 1, 0)
+    assert launch(plan(H200, *f, hq=8, hkv=1, extend_leave_sms=100)) == (32, 1, 0)
+    # A launch the estimate KV-splits is persistent on the rest instead, its 16 long items cut in
+    # 4 (cut items are part of the persistent launch).
+    assert field(plan(H200, [64], [8192], mode=1), "extend_kv_splits") == 2
+    assert launch(plan(H200, [64], [8192], mode=1, extend_leave_sms=66)) == (64, 1, 16)
+    assert launch(plan(H200, [4096], [4096], mode=1, extend_leave_sms=66)) == (66, 1, 0)
+    g = dict(graph_safe=1, graph_max_rows=8, graph_max_tokens=8192, graph_max_extend_tokens=8192)
+    assert field(plan(H200, [4096], [4096], mode=0, extend_leave_sms=32, **g), "extend_ctas") == 100
+    for kw, msg in ((dict(dev=A100), "needs the sm90 extend kernel"),
+                    (dict(extend_persistent=0), "extend_persistent left on"),
+                    (dict(extend_kv_splits=2), "exclude each other")):
+        dev = kw.pop("dev", H200)
+        with pytest.raises(RuntimeError, match=msg):
+            policy(dev, extend_leave_sms=8, **kw)
+    for bad in (-1, 132):
+        with pytest.raises(RuntimeError, match=r"extend_leave_sms must be in \[0, num_sms - 1 = 131\]"):
+            policy(H200, extend_leave_sms=bad)
+
+
 def test_cut_counters_are_zero_in_the_metadata_and_fit_its_capacity():
     # One counter per cut item, zero as uploaded (the kernel's merging part sets it back to zero);
     # a buffer sized without them (head_groups 0) gets no cut rather than an error.

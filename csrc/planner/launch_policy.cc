@@ -180,6 +180,18 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
                             : req.extend_item_parts > 0                                   ? req.extend_item_parts
                                                                                           : kExtendMaxItemParts;
   p.extend_item_parts_fixed = req.extend_item_parts > 1;
+  // SMs left to the decode (the range against num_sms: plan.cc, decode_config): only a persistent
+  // launch has a CTA count of its own to cap; a KV-split launch has one CTA per (tile, split).
+  if (req.extend_leave_sms > 0) {
+    if (!p.extend_persistent)
+      return cat("extend_leave_sms=", req.extend_leave_sms,
+                 " caps a persistent sm90 launch: it needs the sm90 extend kernel (kernel ",
+                 extend_kernel_name(p.extend_kernel), ") and extend_persistent left on");
+    if (req.extend_kv_splits > 1)
+      return cat("extend_leave_sms=", req.extend_leave_sms, " and extend_kv_splits=", req.extend_kv_splits,
+                 " exclude each other (a KV-split launch is not persistent)");
+  }
+  p.extend_leave_sms = req.extend_leave_sms;
 
   // The decode stage-1 kernel.
   const DecodeKernel dwant = req.decode_kernel;

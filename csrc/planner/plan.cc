@@ -535,17 +535,23 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   // wrapper's fixed split, else (never in deterministic or graph-safe plans, where it would
   // depend on the batch) the fastest by the estimate.
   const int fixed = sm90_split_ok && forced > 0 ? std::min(forced, policy.extend_max_kv_splits) : 0;
-  const int free = sm90_split_ok && !cfg.deterministic && !cfg.graph_safe ? policy.extend_max_kv_splits : 1;
+  // SMs the extend launch is planned for: all, or all but those the request leaves to the decode
+  // (extend_leave_sms: persistent on the rest, never KV-split, its cut and estimate on them alone).
+  const int extend_sms = cfg.device.num_sms - policy.extend_leave_sms;
+  const bool leaves_sms = policy.extend_leave_sms > 0;
+  const int free =
+      sm90_split_ok && !cfg.deterministic && !cfg.graph_safe && !leaves_sms ? policy.extend_max_kv_splits : 1;
   // Unsplit launches: persistent where the policy allows it, unless the estimate finds one CTA
-  // per item clearly faster; always where the wrapper asks for it (extend_persistent=1) and in
-  // graph-safe plans (the captured geometry is the bucket's).
-  const Persistence persistence = !policy.extend_persistent                          ? Persistence::kNever
-                                  : cfg.graph_safe || policy.extend_persistent_fixed ? Persistence::kAlways
-                                                                                     : Persistence::kIfFaster;
+  // per item clearly faster; always where the wrapper asks for it (extend_persistent=1 or
+  // extend_leave_sms) and in graph-safe plans (the captured geometry is the bucket's).
+  const Persistence persistence = !policy.extend_persistent ? Persistence::kNever
+                                  : cfg.graph_safe || policy.extend_persistent_fixed || leaves_sms
+                                      ? Persistence::kAlways
+                                      : Persistence::kIfFaster;
   auto launch_splits = [&](const auto& keys, int64_t n, int64_t groups, const ExtendItemCost& c, double* us,
                            bool* persistent) -> int32_t {
     const int lo = fixed > 0 ? fixed : 1, hi = fixed > 0 ? fixed : free;
-    return fastest_kv_splits(keys, n, groups, lo, hi, cfg.device.num_sms, c, persistence, persistent, us);
+    return fastest_kv_splits(keys, n, groups, lo, hi, extend_sms, c, persistence, persistent, us);
   };
   // The estimate of the best launch over n tiles (keys(i) keys, `groups` items each) at cost c:
   // its KV split and persistence as above, then cut items by step 3c's rule. For the launches
@@ -558,8 +564,8 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
       thread_local std::vector<double> loads;
       int64_t k;
       int s;
-      us = fastest_item_cut(keys, n, groups, cfg.device.num_sms, c, policy.extend_max_item_parts, n * groups, us, &k,
-                            &s, &loads);
+      us = fastest_item_cut(keys, n, groups, extend_sms, c, policy.extend_max_item_parts, n * groups, us, &k, &s,
+                            &loads);
     }
     return us;
   };
@@ -578,7 +584,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   // bucket's count, a captured geometry.
   int64_t extend_ctas = 0;
   if (extend_kv_splits == 1 && (persistent_launch || persistence == Persistence::kAlways))
-    extend_ctas = std::min<int64_t>(cfg.device.num_sms, (cfg.graph_safe ? graph.max_tiles : Nt) * head_groups);
+    extend_ctas = std::min<int64_t>(extend_sms, (cfg.graph_safe ? graph.max_tiles : Nt) * head_groups);
 
   // The metadata layout (its capacity is checked in step 4). Graph-safe plans lay every array
   // out at its bucket capacity, so the offsets (baked into a captured launch) are the same for
@@ -626,13 +632,13 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
       thread_local std::vector<double> loads;
       int64_t k;
       int s;
-      const double us = fastest_item_cut(tile_keys, Nt, head_groups, cfg.device.num_sms, cost,
-                                         policy.extend_max_item_parts, room, extend_us, &k, &s, &loads);
+      const double us = fastest_item_cut(tile_keys, Nt, head_groups, extend_sms, cost, policy.extend_max_item_parts,
+                                         room, extend_us, &k, &s, &loads);
       if (k > 0) cut_items = k, item_parts = s, extend_us = us;
     }
     if (cut_items > 0) {
       extend_kv_splits = 1;
-      extend_ctas = std::min<int64_t>(cfg.device.num_sms, items + cut_items * (item_parts - 1));
+      extend_ctas = std::min<int64_t>(extend_sms, items + cut_items * (item_parts - 1));
     }
   }
   take(kPlanOffExtendCutCounters, cut_items);
@@ -841,7 +847,7 @@ const char* const* plan_config_field_names() {
       "extend_tile_tokens", "graph_safe", "graph_max_rows", "graph_max_tokens",
       "graph_max_extend_tokens", "graph_max_partials", "graph_max_kv_pages", "decode_max_q",
       "extend_persistent", "extend_item_parts", "pdl", "extend_block_rows", "extend_q_tma", "decode_kv_pack",
-      nullptr};
+      "extend_leave_sms", nullptr};
   // clang-format on
   return names;
 }
@@ -919,6 +925,10 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
   c.request.pdl = int32_t(v[kCfgPdl]);
   c.request.extend_block_rows = int32_t(v[kCfgExtendBlockRows]);
   c.request.decode_kv_pack = int32_t(v[kCfgDecodeKvPack]);
+  c.request.extend_leave_sms = int32_t(v[kCfgExtendLeaveSms]);
+  if (c.request.extend_leave_sms < 0 || c.request.extend_leave_sms >= c.device.num_sms)
+    return cat("extend_leave_sms must be in [0, num_sms - 1 = ", c.device.num_sms - 1, "], got ",
+               c.request.extend_leave_sms);
   return {};
 }
 

@@ -27,7 +27,7 @@ CONFIG_DEFAULTS = dict(window_left=-1, mode=MODE_SPLIT, deterministic=0, fixed_s
                        extend_tile_tokens=0, graph_safe=0, graph_max_rows=0, graph_max_tokens=0,
                        graph_max_extend_tokens=0, graph_max_partials=0, graph_max_kv_pages=0,
                        decode_max_q=0, extend_persistent=-1, extend_item_parts=-1, pdl=-1, extend_block_rows=0,
-                       extend_q_tma=-1, decode_kv_pack=0)
+                       extend_q_tma=-1, decode_kv_pack=0, extend_leave_sms=0)
 
 _device_descs = {}
 

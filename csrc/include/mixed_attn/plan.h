@@ -89,6 +89,7 @@ enum PlanConfigField : int32_t {
   kCfgExtendBlockRows,
   kCfgExtendQTma,
   kCfgDecodeKvPack,
+  kCfgExtendLeaveSms,
   kCfgNumFields
 };
 
