@@ -180,7 +180,7 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
                             : req.extend_item_parts > 0                                   ? req.extend_item_parts
                                                                                           : kExtendMaxItemParts;
   p.extend_item_parts_fixed = req.extend_item_parts > 1;
-  // SMs left to the decode (the range against num_sms: plan.cc, decode_config): only a persistent
+  // SMs left to the decode (checked against num_sms in plan.cc, config_from_list): only a persistent
   // launch has a CTA count of its own to cap; a KV-split launch has one CTA per (tile, split).
   if (req.extend_leave_sms > 0) {
     if (!p.extend_persistent)
