@@ -8,13 +8,7 @@
 # Sessions 23 and 25 measured it on an H100 only (benchmarks/RESULTS.md, "Session 25"): K paired
 # 0.942x FlashInfer's decode, one head 0.969x; the H200 is the machine this is for.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-[ -d .peers/flashinfer ] || { echo "run tools/setup_peers.sh \"64 128\" here first and carry .peers"; exit 1; }
-OUT=${OUT:-/tmp/mixed_attn_out}
-mkdir -p "$OUT"
-export MIXED_ATTN_CUDA_ARCHS=90a PYTHONUNBUFFERED=1 NINJA_JOBS=16 MAX_JOBS=16
-export PYTHONPATH=$PWD/.peers:$PWD/python FLASHINFER_WORKSPACE_BASE=$HOME/fi_ws
-nvidia-smi --query-gpu=name --format=csv,noheader
+source "$(dirname "$0")/peers_env.sh"
 if [ -z "${SKIP_BUILD:-}" ]; then
   start=$(date +%s)
   bash scripts/build_inplace.sh "-DMIXED_ATTN_HEAD_DIMS=64;128" > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }

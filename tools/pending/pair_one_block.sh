@@ -9,13 +9,7 @@
 # verify-row tests on the GPU, V4-d64 / V5-d64 (V5 should take one head: ~0.292 ms), K (unchanged:
 # one-token rows still pair). Here first: `bash tools/setup_peers.sh "64 128"`; carry [".peers"].
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-[ -d .peers/flashinfer ] || { echo "run tools/setup_peers.sh \"64 128\" here first and carry .peers"; exit 1; }
-OUT=${OUT:-/tmp/mixed_attn_out}
-mkdir -p "$OUT"
-export MIXED_ATTN_CUDA_ARCHS=90a PYTHONUNBUFFERED=1 NINJA_JOBS=16 MAX_JOBS=16
-export PYTHONPATH=$PWD/.peers:$PWD/python FLASHINFER_WORKSPACE_BASE=$HOME/fi_ws
-nvidia-smi --query-gpu=name --format=csv,noheader
+source "$(dirname "$0")/peers_env.sh"
 git apply tools/pending/pair_one_block.patch || { echo "pair_one_block.patch does not apply"; exit 1; }
 start=$(date +%s)
 bash scripts/build_inplace.sh "-DMIXED_ATTN_HEAD_DIMS=64" > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }

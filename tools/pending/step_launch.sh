@@ -15,13 +15,7 @@
 #    in session 26's one run on the H200 (the H100: 0.392 / 0.391); V4-d64 paired 0.94x. Twice,
 #    alternating, to see whether pairing a row that needs two MMA blocks loses.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-[ -d .peers/flashinfer ] || { echo "run tools/setup_peers.sh \"64 128\" here first and carry .peers"; exit 1; }
-OUT=${OUT:-/tmp/mixed_attn_out}
-mkdir -p "$OUT"
-export MIXED_ATTN_CUDA_ARCHS=90a PYTHONUNBUFFERED=1 NINJA_JOBS=16 MAX_JOBS=16
-export PYTHONPATH=$PWD/.peers:$PWD/python FLASHINFER_WORKSPACE_BASE=$HOME/fi_ws
-nvidia-smi --query-gpu=name --format=csv,noheader
+source "$(dirname "$0")/peers_env.sh"
 if [ -z "${SKIP_BUILD:-}" ]; then
   start=$(date +%s)
   bash scripts/build_inplace.sh "-DMIXED_ATTN_HEAD_DIMS=64;128" -DMIXED_ATTN_FP8=OFF > "$OUT/build.log" 2>&1 \

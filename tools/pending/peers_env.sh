@@ -1,0 +1,10 @@
+# Sourced by the pending scripts that time FlashInfer beside us, after `set -uo pipefail`: goes to
+# the repository root, makes $OUT, exports the build's and FlashInfer's environment (the carried
+# .peers: run `bash tools/setup_peers.sh "64 128"` here first and carry [".peers"]) and names the GPU.
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+[ -d .peers/flashinfer ] || { echo "run tools/setup_peers.sh \"64 128\" here first and carry .peers"; exit 1; }
+OUT=${OUT:-/tmp/mixed_attn_out}
+mkdir -p "$OUT"
+export MIXED_ATTN_CUDA_ARCHS=90a PYTHONUNBUFFERED=1 NINJA_JOBS=16 MAX_JOBS=16
+export PYTHONPATH=$PWD/.peers:$PWD/python FLASHINFER_WORKSPACE_BASE=$HOME/fi_ws
+nvidia-smi --query-gpu=name --format=csv,noheader
