@@ -163,14 +163,23 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
     return cat("extend_item_parts must be -1 (policy) or in [1, ", kExtendMaxItemParts, "], got ",
                req.extend_item_parts);
   const bool one_pass = p.extend_tile_tokens <= p.extend_block_rows / p.extend_pack;
-  if (req.extend_item_parts > 1) {
+  // A request that shapes the persistent sm90 launch (cut items, SMs left free): an error where the
+  // launch cannot be persistent or is KV-split.
+  auto persistent_only = [&](const char* name, int32_t value, const char* what,
+                             const char* split_reason) -> std::string {
     if (!p.extend_persistent)
-      return cat("extend_item_parts=", req.extend_item_parts,
-                 " cuts the items of a persistent sm90 launch: it needs the sm90 extend kernel (kernel ",
+      return cat(name, "=", value, " ", what, ": it needs the sm90 extend kernel (kernel ",
                  extend_kernel_name(p.extend_kernel), ") and extend_persistent left on");
     if (req.extend_kv_splits > 1)
-      return cat("extend_item_parts=", req.extend_item_parts, " and extend_kv_splits=", req.extend_kv_splits,
-                 " exclude each other (cut items run in a persistent launch, KV splits as clusters)");
+      return cat(name, "=", value, " and extend_kv_splits=", req.extend_kv_splits, " exclude each other (",
+                 split_reason, ")");
+    return {};
+  };
+  if (req.extend_item_parts > 1) {
+    std::string err =
+        persistent_only("extend_item_parts", req.extend_item_parts, "cuts the items of a persistent sm90 launch",
+                        "cut items run in a persistent launch, KV splits as clusters");
+    if (!err.empty()) return err;
     if (!one_pass)
       return cat("extend_item_parts=", req.extend_item_parts,
                  " needs tiles of one pass (extend_tile_tokens <= ", p.extend_block_rows / p.extend_pack, "), got ",
@@ -183,13 +192,9 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
   // SMs left to the decode (checked against num_sms in plan.cc, config_from_list): only a persistent
   // launch has a CTA count of its own to cap; a KV-split launch has one CTA per (tile, split).
   if (req.extend_leave_sms > 0) {
-    if (!p.extend_persistent)
-      return cat("extend_leave_sms=", req.extend_leave_sms,
-                 " caps a persistent sm90 launch: it needs the sm90 extend kernel (kernel ",
-                 extend_kernel_name(p.extend_kernel), ") and extend_persistent left on");
-    if (req.extend_kv_splits > 1)
-      return cat("extend_leave_sms=", req.extend_leave_sms, " and extend_kv_splits=", req.extend_kv_splits,
-                 " exclude each other (a KV-split launch is not persistent)");
+    std::string err = persistent_only("extend_leave_sms", req.extend_leave_sms, "caps a persistent sm90 launch",
+                                      "a KV-split launch is not persistent");
+    if (!err.empty()) return err;
   }
   p.extend_leave_sms = req.extend_leave_sms;
 
