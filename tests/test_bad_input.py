@@ -232,3 +232,20 @@ def test_a_tile_shape_the_kernel_lacks_is_refused():
         assert (meta == 7).all()
     with pytest.raises(RuntimeError, match=r"extend_block_rows=160: the cpu extend kernel"):
         MixedAttention(Hq, Hkv, D, PAGE, device="cpu", max_batch=8, max_tokens=64, extend_block_rows=160)
+
+@pytest.mark.parametrize("request_kw,msg", [
+    (dict(extend_leave_sms=132), r"extend_leave_sms must be in \[0, num_sms - 1 = 131\], got 132"),
+    (dict(extend_leave_sms=-1), r"extend_leave_sms must be in \[0, num_sms - 1 = 131\], got -1"),
+    (dict(extend_leave_sms=8, extend_persistent=0), r"extend_leave_sms=8 caps a persistent sm90 launch"),
+    (dict(extend_leave_sms=8, extend_kv_splits=2), r"extend_leave_sms=8 and extend_kv_splits=2 exclude each other"),
+])
+def test_an_extend_leave_sms_the_launch_cannot_honour_is_refused(request_kw, msg):
+    # extend_leave_sms=N (an H200's description: 132 SMs) out of range, or on a launch that cannot be
+    # persistent or is KV-split: an error naming it, the metadata buffer untouched.
+    h200 = dict(device_kind=1, device_arch=90, num_sms=132, device_sm90_extend=1, device_tma_encoder=1)
+    qo, kv, sl = (torch.tensor(x, dtype=torch.int32) for x in ([0, 1024, 1025], [0, 64, 320], [1024, 4096]))
+    cfg = make_config("cpu", 16, 32, 8, 128, mode=0, **request_kw, **h200)
+    meta = torch.full((1 << 12,), 7, dtype=torch.int32)
+    with pytest.raises(RuntimeError, match=msg):
+        torch.ops.mixed_attn.plan(qo, kv, sl, meta, cfg)
+    assert (meta == 7).all()
