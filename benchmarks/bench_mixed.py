@@ -106,7 +106,7 @@ ROW_HELP.update({n: f"mixed_attn split, every row cut into rows of <= {q} new to
 # until the extend's CTAs leave; an uncut launch, 192-row tiles or extend_leave_sms=N (the
 # persistent extend on all SMs but N) leave SMs to it from the start (issue 14: A, C, F, K, where
 # the decode half is most of the step).
-LEAVE_SMS = (22, 44, 66, 88, 110)
+LEAVE_SMS = (22, 33, 44, 55, 66, 88, 110)
 STEP_LAUNCH_ROWS = {"ma_split_nc": dict(extend_item_parts=1), "ma_split_r128": dict(extend_block_rows=128),
                     "ma_split_r192": dict(extend_block_rows=192), "ma_split_np": dict(extend_persistent=0),
                     **{f"ma_split_leave{n}": dict(extend_leave_sms=n) for n in LEAVE_SMS}}
