@@ -23,7 +23,8 @@ DEFAULT = "80-real,86-real,89-real,90a-real,100-real,120"
 def test_build_info_keys_and_backend():
     facts = mixed_attn.build_info()
     assert set(facts) >= {"backend", "gpu_archs", "torch", "torch_cuda", "torch_hip", "compiler",
-                          "extend_sm90"}
+                          "extend_sm90", "gpu_head_dims", "gpu_fp8"}
+    assert set(facts["gpu_head_dims"].split(",")) <= {"64", "128", "256"} and facts["gpu_fp8"] in ("0", "1")
     assert facts["backend"] in ("CUDA", "HIP", "NONE")
     assert (facts["backend"] in ("CUDA", "HIP")) == mixed_attn.has_cuda_kernels()
     # Built against this torch's minor (the wheel pins it; the C++ API is not stable across them).

@@ -20,6 +20,9 @@ std::vector<std::string> build_info_op() {
       std::string("torch_hip=") + MA_BUILD_TORCH_HIP,        // torch.version.hip
       std::string("compiler=") + MA_BUILD_COMPILER_VERSION,  // nvcc / HIP clang version
       std::string("extend_sm90=") + MA_BUILD_EXTEND_SM90,    // sm_90a warp-specialised kernel built
+      // The GPU kernels' variants (MIXED_ATTN_HEAD_DIMS / MIXED_ATTN_FP8; the CPU path has all).
+      std::string("gpu_head_dims=") + MA_BUILD_GPU_HEAD_DIMS,  // comma-separated
+      std::string("gpu_fp8=") + MA_BUILD_GPU_FP8,              // 1: float8_e4m3fn cache kernels built
   };
 }
 
