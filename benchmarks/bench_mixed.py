@@ -101,12 +101,11 @@ SLICED_ROWS = {"ma_sliced8": 8, "ma_sliced16": 16}
 ROW_HELP.update({n: f"mixed_attn split, every row cut into rows of <= {q} new tokens (all decode-class)"
                  for n, q in SLICED_ROWS.items()})
 # The split step with the extend launch shaped by hand (opt-in rows, --rows ma_split,ma_split_nc,...):
-# the planner shapes the extend launch for the extend alone (cut items and the 128-row shape fill
-# every SM), so a decode half launched after it as its programmatic dependent finds no SM free
-# until the extend's CTAs leave; an uncut launch, 192-row tiles or extend_leave_sms=N (the
-# persistent extend on all SMs but N) leave SMs to it from the start (issue 14: A, C, F, K, where
-# the decode half is most of the step).
-LEAVE_SMS = (22, 33, 44, 55, 66, 88, 110)
+# uncut, 128 / 192-row tiles, one CTA an item, or extend_leave_sms=N (the persistent extend on all
+# SMs but N, so the decode half, launched after it as its programmatic dependent, streams beside it
+# from the start). ma_split's plan chooses N itself (plan.cc, step 3f; session 27); ma_split_leave0
+# is the plan that leaves none (the planner before session 27).
+LEAVE_SMS = (0, 22, 33, 44, 55, 66, 88, 110)
 STEP_LAUNCH_ROWS = {"ma_split_nc": dict(extend_item_parts=1), "ma_split_r128": dict(extend_block_rows=128),
                     "ma_split_r192": dict(extend_block_rows=192), "ma_split_np": dict(extend_persistent=0),
                     **{f"ma_split_leave{n}": dict(extend_leave_sms=n) for n in LEAVE_SMS}}

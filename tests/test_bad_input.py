@@ -234,8 +234,8 @@ def test_a_tile_shape_the_kernel_lacks_is_refused():
         MixedAttention(Hq, Hkv, D, PAGE, device="cpu", max_batch=8, max_tokens=64, extend_block_rows=160)
 
 @pytest.mark.parametrize("request_kw,msg", [
-    (dict(extend_leave_sms=132), r"extend_leave_sms must be in \[0, num_sms - 1 = 131\], got 132"),
-    (dict(extend_leave_sms=-1), r"extend_leave_sms must be in \[0, num_sms - 1 = 131\], got -1"),
+    (dict(extend_leave_sms=132), r"extend_leave_sms must be -1 \(policy\) or in \[0, num_sms - 1 = 131\], got 132"),
+    (dict(extend_leave_sms=-2), r"extend_leave_sms must be -1 \(policy\) or in \[0, num_sms - 1 = 131\], got -2"),
     (dict(extend_leave_sms=8, extend_persistent=0), r"extend_leave_sms=8 caps a persistent sm90 launch"),
     (dict(extend_leave_sms=8, extend_kv_splits=2), r"extend_leave_sms=8 and extend_kv_splits=2 exclude each other"),
 ])

@@ -68,6 +68,26 @@ def test_an_extend_launch_that_leaves_sms_gives_the_same_bits(head_dim):
     assert_close_to_reference(base[0], base[1], ref_out, ref_lse, torch.bfloat16)
 
 
+def test_a_step_the_policy_leaves_sms_in_is_right():
+    # The policy's choice (plan.cc, step 3f): a step whose decode half outweighs its extend leaves
+    # SMs to the decode. Against the fp64 reference as planned (items cut), and bit for bit against
+    # the plan that leaves none with one tile shape and no cut items in both.
+    if not has_pdl():
+        pytest.skip("programmatic dependent launch needs compute capability 9.0+")
+    b = make_batch([2048] + [1] * 64, [2048] + [8191] * 64, num_qo_heads=32, num_kv_heads=8, head_dim=128,
+                   page_size=16, device="cuda", seed=11)
+    out, lse, _, _, w = run_op(b)
+    assert field(w.plan_info, "extend_leave_sms") > 0
+    ref_out, ref_lse, _, _ = run_reference(b)
+    assert_close_to_reference(out, lse, ref_out, ref_lse, torch.bfloat16)
+    whole = dict(extend_item_parts=1, extend_block_rows=192)
+    out1, lse1, _, _, w1 = run_op(b, **whole)
+    out0, lse0, _, _, w0 = run_op(b, extend_leave_sms=0, **whole)
+    assert field(w1.plan_info, "extend_leave_sms") > 0 and field(w0.plan_info, "extend_leave_sms") == 0
+    torch.cuda.synchronize()
+    assert torch.equal(out1, out0) and torch.equal(lse1, lse0)
+
+
 def test_the_next_kernel_sees_the_whole_step():
     if not has_pdl():
         pytest.skip("programmatic dependent launch needs compute capability 9.0+")

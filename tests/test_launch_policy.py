@@ -221,7 +221,8 @@ def test_an_extend_launch_may_leave_sms_to_the_decode():
         return (field(info, "extend_ctas"), field(info, "extend_kv_splits"), field(info, "extend_cut_items"))
 
     f = ([2048] + [1] * 128, [0] + [8191] * 128)  # case F: MQA, 86 items
-    assert launch(plan(H200, *f, hq=8, hkv=1)) == (132, 1, 46)  # the policy cuts 46 items to fill 132
+    # Leaving none, the policy cuts 46 items to fill 132 SMs.
+    assert launch(plan(H200, *f, hq=8, hkv=1, extend_leave_sms=0)) == (132, 1, 46)
     assert launch(plan(H200, *f, hq=8, hkv=1, extend_leave_sms=46)) == (86, 1, 0)
     assert launch(plan(H200, *f, hq=8, hkv=1, extend_leave_sms=100)) == (32, 1, 0)
     # A launch the estimate KV-splits is persistent on the rest instead, its 16 long items cut in
@@ -229,6 +230,7 @@ def test_an_extend_launch_may_leave_sms_to_the_decode():
     assert field(plan(H200, [64], [8192], mode=1), "extend_kv_splits") == 2
     assert launch(plan(H200, [64], [8192], mode=1, extend_leave_sms=66)) == (64, 1, 16)
     assert launch(plan(H200, [4096], [4096], mode=1, extend_leave_sms=66)) == (66, 1, 0)
+    assert field(plan(H200, [4096], [4096], mode=1, extend_leave_sms=66), "extend_leave_sms") == 66
     g = dict(graph_safe=1, graph_max_rows=8, graph_max_tokens=8192, graph_max_extend_tokens=8192)
     assert field(plan(H200, [4096], [4096], mode=0, extend_leave_sms=32, **g), "extend_ctas") == 100
     for kw, msg in ((dict(dev=A100), "needs the sm90 extend kernel"),
@@ -237,9 +239,40 @@ def test_an_extend_launch_may_leave_sms_to_the_decode():
         dev = kw.pop("dev", H200)
         with pytest.raises(RuntimeError, match=msg):
             policy(dev, extend_leave_sms=8, **kw)
-    for bad in (-1, 132):
-        with pytest.raises(RuntimeError, match=r"extend_leave_sms must be in \[0, num_sms - 1 = 131\]"):
+    for bad in (-2, 132):
+        with pytest.raises(RuntimeError,
+                           match=r"extend_leave_sms must be -1 \(policy\) or in \[0, num_sms - 1 = 131\]"):
             policy(H200, extend_leave_sms=bad)
+
+
+# The policy's choice (extend_leave_sms = -1, the default; plan.cc step 3f): a split step whose
+# decode half outweighs its extend leaves SMs to the decode where the estimate of the two halves
+# side by side (step_cost.h, overlapped_step_us) beats the launch planned for the extend alone.
+def test_a_step_whose_decode_outweighs_its_extend_leaves_sms_to_it():
+    def leave(info):
+        return field(info, "extend_leave_sms"), field(info, "extend_ctas")
+
+    b = ([4096] + [1] * 64, [4096] + [8191] * 64)  # case B: the halves about equal
+    f = ([2048] + [1] * 128, [0] + [8191] * 128)  # case F: MQA, the decode ~5x the extend
+    c = ([256] + [1] * 256, [0] + [2047] * 256)  # case C: 64 extend CTAs leave 68 SMs already
+    assert leave(plan(H200, *b)) == (33, 99) and leave(plan(H200, *b, mode=2)) == (33, 99)
+    assert field(plan(H200, *b, mode=2), "mode") == 0  # auto keeps split, its estimate overlapped
+    assert leave(plan(H200, *f, hq=8, hkv=1)) == (66, 66)
+    assert leave(plan(H200, *c)) == (0, 64)
+    # None: no decode rows, a decode too small to hide the longer extend, fold mode, a request of
+    # 0, deterministic and graph-safe plans, KV splits fixed, every item cut, no programmatic
+    # launch of the decode (pdl=0), a GPU without the sm90 kernel.
+    assert leave(plan(H200, [4096], [4096])) == (0, 132)
+    assert leave(plan(H200, [4096, 1], [4096, 1023]))[0] == 0
+    assert leave(plan(H200, *b, mode=1))[0] == 0
+    assert leave(plan(H200, *b, extend_leave_sms=0))[0] == 0
+    assert leave(plan(H200, *b, deterministic=1))[0] == 0
+    g = dict(graph_safe=1, graph_max_rows=80, graph_max_tokens=8192, graph_max_extend_tokens=8192)
+    assert leave(plan(H200, *b, **g))[0] == 0
+    assert leave(plan(H200, *b, extend_kv_splits=2))[0] == 0
+    assert leave(plan(H200, *b, extend_item_parts=2))[0] == 0
+    assert leave(plan(H200, *b, pdl=0))[0] == 0
+    assert leave(plan(A100, *b)) == (0, 0)
 
 
 def test_cut_counters_are_zero_in_the_metadata_and_fit_its_capacity():

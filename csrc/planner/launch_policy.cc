@@ -1,6 +1,7 @@
 // The launch policy: see mixed_attn/launch_policy.h.
 #include "mixed_attn/launch_policy.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace mixed_attn {
@@ -196,7 +197,12 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
                                       "a KV-split launch is not persistent");
     if (!err.empty()) return err;
   }
-  p.extend_leave_sms = req.extend_leave_sms;
+  p.extend_leave_sms = std::max(0, req.extend_leave_sms);
+  // The policy's choice needs what a fixed N needs, and the decode as the extend's programmatic
+  // dependent (else no decode CTA starts before the extend is done), and a launch the request does
+  // not fix otherwise (KV split, every item cut).
+  p.extend_leave_sms_auto = req.extend_leave_sms == -1 && p.extend_persistent && p.pdl && req.extend_kv_splits <= 1 &&
+                            !p.extend_item_parts_fixed;
 
   // The decode stage-1 kernel.
   const DecodeKernel dwant = req.decode_kernel;

@@ -456,9 +456,10 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     }
   }
   int32_t max_splits = 0;
-  // Mode auto's decode estimate: CTAs and longest split, per kv head (plans that never choose
-  // a mode skip them).
+  // Mode auto's decode estimate, and step 3f's: CTAs and longest split, per kv head (plans that
+  // never choose a mode or the SMs the extend leaves skip them).
   const bool may_choose_mode = cfg.mode == DispatchMode::kAuto && !cfg.graph_safe && !cfg.deterministic;
+  const bool may_leave_sms = policy.extend_leave_sms_auto && split && Nd > 0 && !cfg.graph_safe && !cfg.deterministic;
   int64_t decode_ctas = 0, longest_split = 0;
   for (int64_t d = 0; d < Nd; ++d) {
     const int32_t q = extend_len(decode_rows[d]);
@@ -468,7 +469,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     chunk[d] = int32_t(c);
     split_indptr[d + 1] = int32_t(split_indptr[d] + n * q);  // q slots per split
     max_splits = std::max<int32_t>(max_splits, int32_t(n));
-    if (may_choose_mode) {
+    if (may_choose_mode || may_leave_sms) {
       decode_ctas += n * (max_decode_q <= 1 ? one_query_ctas : decode_row_ctas(q, dgroup, cta_blocks));
       longest_split = std::max(longest_split, std::min(keys, c));
     }
@@ -537,7 +538,8 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   const int fixed = sm90_split_ok && forced > 0 ? std::min(forced, policy.extend_max_kv_splits) : 0;
   // SMs the extend launch is planned for: all, or all but those the request leaves to the decode
   // (extend_leave_sms: persistent on the rest, never KV-split, its cut and estimate on them alone).
-  const int extend_sms = cfg.device.num_sms - policy.extend_leave_sms;
+  const int num_sms = cfg.device.num_sms;
+  const int extend_sms = num_sms - policy.extend_leave_sms;
   const bool leaves_sms = policy.extend_leave_sms > 0;
   const int free =
       sm90_split_ok && !cfg.deterministic && !cfg.graph_safe && !leaves_sms ? policy.extend_max_kv_splits : 1;
@@ -570,6 +572,15 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     return us;
   };
   auto tile_keys = [&](int64_t i) { return int64_t(UINT32_MAX - uint32_t(tile_order[i] >> 32)); };
+  // The decode half's estimate (modes auto, step 3d; the SMs left to it, step 3f).
+  auto decode_estimate_us = [&] {
+    const int64_t kv_elem = cfg.kv_fp8 ? 1 : 2;
+    const int64_t head_key_bytes = int64_t(cfg.head_dim) * 2 * kv_elem;  // K and V of one key, one kv head
+    const int64_t target = int64_t(num_sms) * cfg.ctas_per_sm;
+    const int64_t waves = ceil_div(decode_ctas * kv_slots, std::max<int64_t>(1, target));
+    return decode_half_us(double(total_keys) * head_key_bytes * cfg.num_kv_heads, waves,
+                          double(longest_split) * head_key_bytes * dshape.kv_pack);
+  };
   const bool auto_mode = may_choose_mode && Nd > 0;
   bool persistent_launch = false;  // the unsplit launch the estimate chose is the persistent one
   double extend_us = 0.0;  // the step-cost estimate of this launch
@@ -677,19 +688,57 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     }
   }
 
+  // 3f. SMs left to the decode (extend_leave_sms = -1, the policy; issue 14). The decode's stage 1
+  // launches as the extend's programmatic dependent, so it starts on the SMs the extend launch
+  // leaves free: a persistent extend on num_sms - N CTAs runs longer, but the decode streams
+  // beside it from the start (step_cost.h, overlapped_step_us). Measured on an H100 (session 27,
+  // benchmarks/RESULTS.md) with N fixed by hand: B 1.37 -> 1.26-1.30 ms, D 1.84 -> 1.68, E 1.29
+  // -> 1.25, K 0.390 -> 0.380; C and H (the extend already leaves SMs, or none) unchanged.
+  // Candidates: N of num_sms x 1/8, 1/4, 1/3, 2/5, 1/2, each its persistent launch's estimate uncut
+  // (cutting every candidate as step 3c does cost the planner 5-40 us a step on this estimate's
+  // CPU and moved only D's choice, between two N measured alike); the best, where it beats this
+  // plan's estimate by kLeaveSmsMargin, is planned by this same function with that N fixed (which
+  // cuts its items as step 3c does).
+  if (may_leave_sms && Nt > 0 && extend_us > 0.0 && forced == 0) {
+    const double decode_us = decode_estimate_us();
+    const int64_t items = Nt * head_groups;
+    const int64_t ctas_now = extend_ctas > 0 ? extend_ctas : items * extend_kv_splits;
+    double best_us = overlapped_step_us(extend_us, ctas_now, num_sms, decode_us) / kLeaveSmsMargin;
+    int best_leave = 0;
+    // No launch on n SMs ends before its CTAs' mean load, and the step's estimate grows with the
+    // extend's: a candidate whose bound is past the best is not dealt out.
+    double load = 0.0;
+    for (int64_t i = 0; i < Nt; ++i) load += (cost.item_us + cost.key_us * double(tile_keys(i))) * double(head_groups);
+    for (int fortieths : {5, 10, 13, 16, 20}) {
+      const int leave = num_sms * fortieths / 40, sms = num_sms - leave;
+      if (leave < 1 || sms < 1) continue;
+      const int64_t ctas = std::min<int64_t>(sms, items);
+      if (overlapped_step_us(kPersistentStartUs + load / double(sms), ctas, num_sms, decode_us) >= best_us) continue;
+      double us = 0.0;
+      bool persistent;
+      fastest_kv_splits(tile_keys, Nt, head_groups, 1, 1, sms, cost, Persistence::kAlways, &persistent, &us);
+      const double step_us = overlapped_step_us(us, ctas, num_sms, decode_us);
+      if (step_us < best_us) best_us = step_us, best_leave = leave;
+    }
+    if (best_leave > 0) {
+      PlanConfig leave_cfg = cfg;
+      leave_cfg.request.extend_leave_sms = best_leave;
+      PlanResult a = plan_step(leave_cfg, in, meta_out);
+      if (a.ok) return a;
+    }
+  }
+
   // 3d. Mode auto: split or fold, whichever the step-cost estimate finds faster for this step
   // (fold runs the decode rows as tiles of the one extend launch: cheaper when they are few
   // and short next to a large extend half, or few enough to fill its last wave). A fold plan
   // is then made by this same function; either plan records both estimates.
   double est_split_us = 0.0, est_fold_us = 0.0;
   if (auto_mode) {
-    const int64_t kv_elem = cfg.kv_fp8 ? 1 : 2;
-    const int64_t head_key_bytes = int64_t(cfg.head_dim) * 2 * kv_elem;  // K and V of one key, one kv head
-    const int64_t target = int64_t(cfg.device.num_sms) * cfg.ctas_per_sm;
-    const int64_t waves = ceil_div(decode_ctas * kv_slots, std::max<int64_t>(1, target));
-    est_split_us = kStepFixedUs + extend_us +
-                   decode_half_us(double(total_keys) * head_key_bytes * cfg.num_kv_heads, waves,
-                                  double(longest_split) * head_key_bytes * dshape.kv_pack);
+    // A launch that leaves SMs to the decode overlaps the halves (step 3f); otherwise they are
+    // counted one after the other (the decode's start on SMs an extend leaves idle is not).
+    const double decode_us = decode_estimate_us();
+    est_split_us = kStepFixedUs + (leaves_sms ? overlapped_step_us(extend_us, extend_ctas, num_sms, decode_us)
+                                              : extend_us + decode_us);
     // The fold launch: the decode rows' tiles merged into the extend tiles' costliest-first order.
     std::vector<int32_t>& dec_keys = scratch.fold_dec_keys;
     std::vector<int32_t>& fold_keys = scratch.fold_keys;
@@ -769,6 +818,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   info[kPlanDecodeCtaBlocks] = cta_blocks;
   info[kPlanDecodeKvPack] = dshape.kv_pack;
   info[kPlanPdl] = policy.pdl ? 1 : 0;
+  info[kPlanExtendLeaveSms] = leaves_sms && Nt > 0 ? policy.extend_leave_sms : 0;
 
   // 5. Fill the buffer (only now: a rejected plan writes nothing).
   int32_t* m = meta_out;
@@ -866,7 +916,7 @@ const char* const* plan_info_field_names() {
       "graph_max_rows", "graph_max_tokens", "graph_max_tiles", "graph_max_partials", "decode_max_q",
       "decode_max_q_policy", "decode_cta_blocks", "mode_requested", "est_split_ns", "est_fold_ns", "extend_ctas",
       "extend_cut_items", "extend_item_parts", "extend_cut_slot0", "off_extend_cut_counters", "pdl", "extend_q_tma",
-      "decode_kv_pack", nullptr};
+      "decode_kv_pack", "extend_leave_sms", nullptr};
   // clang-format on
   return names;
 }
@@ -926,8 +976,8 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
   c.request.extend_block_rows = int32_t(v[kCfgExtendBlockRows]);
   c.request.decode_kv_pack = int32_t(v[kCfgDecodeKvPack]);
   c.request.extend_leave_sms = int32_t(v[kCfgExtendLeaveSms]);
-  if (c.request.extend_leave_sms < 0 || c.request.extend_leave_sms >= c.device.num_sms)
-    return cat("extend_leave_sms must be in [0, num_sms - 1 = ", c.device.num_sms - 1, "], got ",
+  if (c.request.extend_leave_sms < -1 || c.request.extend_leave_sms >= c.device.num_sms)
+    return cat("extend_leave_sms must be -1 (policy) or in [0, num_sms - 1 = ", c.device.num_sms - 1, "], got ",
                c.request.extend_leave_sms);
   return {};
 }

@@ -132,12 +132,14 @@ class MixedAttention:
             rows up to a GQA group of 8) reads two adjacent kv heads' 128-wide rows as one
             (launch_policy.h, decode_step_kv_pack); plan_info's decode_kv_pack says what a step
             took. An error at other head dims or kernels, or with an odd num_kv_heads.
-        extend_leave_sms: 0 (the default: the extend launch is planned for every SM) or N: the
-            sm_90a extend launch runs persistent on at most num_sms - N CTAs, never KV-split,
-            its cut items and estimate planned for those SMs, so that N SMs are free from its
-            start for the decode's stage 1 launched after it (with pdl). For measuring the
-            step's launch shape (bench_mixed's ma_split_leave* rows); an error where the launch
-            cannot be persistent.
+        extend_leave_sms: None (policy: a split step on the sm_90a kernel whose decode half
+            outweighs its extend leaves some SMs to the decode where the planner's estimate finds
+            the two halves side by side faster; plan_info's extend_ctas says what a step took),
+            0 (never) or N: the sm_90a extend launch runs persistent on at most num_sms - N
+            CTAs, never KV-split, its cut items and estimate planned for those SMs, so that N
+            SMs are free from its start for the decode's stage 1 launched after it (with pdl).
+            An error where the launch cannot be persistent. Deterministic and graph-safe plans
+            leave none unless N is given.
         The six policy overrides default to the MIXED_ATTN_* variables of mixed_attn/env.py. Every launch
         decision is made by the planner and recorded in the plan (`launch_policy`, and per
         step `plan_launch`); an override the device cannot honour is an error here.
@@ -150,7 +152,7 @@ class MixedAttention:
                  min_split_tokens=256, ctas_per_sm=2, extend_backend=None, decode_backend=None,
                  extend_kv_splits=None, extend_tma=None, cuda_graph=False, extend_persistent=None,
                  max_extend_tokens=None, max_partials=None, decode_max_q=0, extend_item_parts=None,
-                 pdl=None, extend_block_rows=None, decode_kv_pack=None, extend_leave_sms=0):
+                 pdl=None, extend_block_rows=None, decode_kv_pack=None, extend_leave_sms=None):
         if mode is None:
             mode = _env.MODE
         if mode not in _MODES:
@@ -204,7 +206,7 @@ class MixedAttention:
             extend_kv_splits=extend_kv_splits, extend_tma=int(extend_tma), decode_max_q=int(decode_max_q),
             extend_persistent=int(extend_persistent), extend_item_parts=int(extend_item_parts), pdl=int(pdl),
             extend_block_rows=int(extend_block_rows or 0), decode_kv_pack=int(decode_kv_pack or 0),
-            extend_leave_sms=int(extend_leave_sms),
+            extend_leave_sms=-1 if extend_leave_sms is None else int(extend_leave_sms),
             **self._graph_fields(cuda_graph, max_batch, max_tokens, max_extend_tokens, max_partials))
         self.cuda_graph = bool(cuda_graph)
         self.num_sms = self._config[_pi.CONFIG_INDEX["num_sms"]]

@@ -76,10 +76,12 @@ struct LaunchRequest {
   int32_t decode_kv_pack = 0;      // 0: policy; 1: one kv head a tensor-core decode CTA; 2: two
                                    // adjacent ones where a step's rows fit (decode_step_kv_pack;
                                    // the tensor_core kernel at head dim 64 only)
-  int32_t extend_leave_sms = 0;    // 0: none; N: the sm_90a extend launch is persistent on at most
-                                   // num_sms - N CTAs, never KV-split, planned for that many SMs, so
-                                   // N SMs are free from its start for the decode stage 1 launched
-                                   // after it (its programmatic dependent); benchmarks, issue 14
+  int32_t extend_leave_sms = -1;   // -1: policy (a split step whose decode half outweighs its
+                                   // extend leaves SMs where the estimate finds it faster: plan.cc,
+                                   // step 3f); 0: never; N: the sm_90a extend launch is persistent on
+                                   // at most num_sms - N CTAs, never KV-split, planned for that many
+                                   // SMs, so N SMs are free from its start for the decode stage 1
+                                   // launched after it (its programmatic dependent)
 };
 
 // Most parts an item of a persistent sm_90a launch is cut into (each part parks a partial of
@@ -106,7 +108,8 @@ struct LaunchPolicy {
   int32_t extend_max_item_parts = 1;  // sm_90a persistent launches: items may be cut into up to this
                                       // many parts (1: never; the planner's estimate decides) ...
   bool extend_item_parts_fixed = false;  // ... or every item is cut into exactly that many
-  int32_t extend_leave_sms = 0;     // SMs a persistent sm_90a extend launch leaves free (the request's)
+  int32_t extend_leave_sms = 0;     // SMs a persistent sm_90a extend launch leaves free (the request's) ...
+  bool extend_leave_sms_auto = false;  // ... or, per step, the planner's choice (step 3f)
   DecodeKernel decode_kernel = DecodeKernel::kHost;
   bool decode_narrow_when_fits = false;  // tensor core chosen by the policy: a step whose decode rows
                                          // all fit the narrow kernel (launch pairs <= 8) runs it

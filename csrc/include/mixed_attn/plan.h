@@ -166,6 +166,7 @@ enum PlanInfoField : int32_t {
   kPlanPdl,                // 1: the decode launches as programmatic dependents (cuda/common/pdl.cuh)
   kPlanExtendQTma,         // 1: sm_90a full Q tiles by TMA (launch_policy.h, LaunchPolicy::extend_q_tma)
   kPlanDecodeKvPack,       // kv heads one decode CTA reads (launch_policy.h, decode_step_kv_pack)
+  kPlanExtendLeaveSms,     // SMs the persistent extend launch leaves to the decode (plan.cc, step 3f)
   kPlanNumFields
 };
 constexpr int64_t kPlanMagicValue = 0x6d69786564;  // "mixed"

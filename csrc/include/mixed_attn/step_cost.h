@@ -252,4 +252,23 @@ inline double decode_half_us(double kv_bytes, int64_t waves, double longest_byte
   return kDecodeHalfUs + kv_bytes * kDecodeByteUs + double(waves) * longest_bytes * kDecodeCtaByteUs;
 }
 
+// The two halves of a split step side by side. The decode's stage 1 launches as the extend's
+// programmatic dependent (cuda/common/pdl.cuh), so it runs from the extend's start on the SMs the
+// extend launch leaves free, at a share of the whole GPU's decode rate that grows with them (a
+// decode CTA streams more than an SM's share of HBM) up to a cap, and on every SM once the extend
+// is done: the step lasts the extend plus what is left of the decode then. Fitted on an H100
+// (session 27, benchmarks/RESULTS.md; the halves alone and extend_leave_sms 22-88 on cases A-K):
+// the share implied by each measured step was 1.3-1.9 x free SMs / num_sms, never above ~0.67.
+constexpr double kOverlapDecodeRatePerSm = 1.6;  // share of the decode rate per share of the SMs
+constexpr double kOverlapDecodeRateMax = 0.65;   // the most the decode gets beside a running extend
+inline double overlapped_step_us(double extend_us, int64_t extend_ctas, int num_sms, double decode_us) {
+  const int sms = num_sms < 1 ? 1 : num_sms;
+  const int64_t free_sms = std::max<int64_t>(0, sms - extend_ctas);
+  const double rate = std::min(kOverlapDecodeRateMax, kOverlapDecodeRatePerSm * double(free_sms) / double(sms));
+  return extend_us + std::max(0.0, decode_us - rate * extend_us);
+}
+// A step leaves SMs to its decode (plan.cc, step 3f) where that estimates at least this much
+// faster than the launch the extend alone would take: the model above errs by a few percent.
+constexpr double kLeaveSmsMargin = 1.03;
+
 }  // namespace mixed_attn
