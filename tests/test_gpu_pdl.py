@@ -35,7 +35,9 @@ def test_pdl_gives_the_bits_of_ordinary_launches(page_size, kv_dtype, head_dim):
     b = make_batch(ext, pre, num_qo_heads=8, num_kv_heads=2, head_dim=head_dim, page_size=page_size,
                    kv_dtype=kv_dtype, device="cuda", seed=head_dim + page_size)
     sinks = torch.randn(8, device="cuda")
-    opts = dict(window_left=-1, logit_cap=0.0, sinks=sinks, decode_max_q=4)
+    # The same launches but for PDL: the policy's SMs left to the decode need PDL (plan.cc, step
+    # 3f), and a launch on fewer CTAs cuts other items (other bits).
+    opts = dict(window_left=-1, logit_cap=0.0, sinks=sinks, decode_max_q=4, extend_leave_sms=0)
     on = run_op(b, pdl=True, **opts)
     off = run_op(b, pdl=False, **opts)
     assert field(on[4].plan_info, "pdl") == 1 and field(off[4].plan_info, "pdl") == 0

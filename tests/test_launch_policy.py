@@ -264,6 +264,11 @@ def test_a_step_whose_decode_outweighs_its_extend_leaves_sms_to_it():
     # launch of the decode (pdl=0), a GPU without the sm90 kernel.
     assert leave(plan(H200, [4096], [4096])) == (0, 132)
     assert leave(plan(H200, [4096, 1], [4096, 1023]))[0] == 0
+    # Nor where the overlap was measured to lose: an extend streaming its K/V near the HBM rate
+    # (case J: 64 extends of 32 tokens over 2k) or several times the decode half (case I).
+    assert leave(plan(H200, [32] * 64 + [1] * 64, [2048] * 64 + [4095] * 64))[0] == 0
+    assert leave(plan(H200, [2048] + [1] * 8, [65536] + [131071] * 8))[0] == 0
+    assert leave(plan(H200, [2048] + [1] * 64, [0] + [4095] * 64, d=256, hq=16))[0] > 0  # case G
     assert leave(plan(H200, *b, mode=1))[0] == 0
     assert leave(plan(H200, *b, extend_leave_sms=0))[0] == 0
     assert leave(plan(H200, *b, deterministic=1))[0] == 0

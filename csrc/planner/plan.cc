@@ -572,14 +572,16 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     return us;
   };
   auto tile_keys = [&](int64_t i) { return int64_t(UINT32_MAX - uint32_t(tile_order[i] >> 32)); };
-  // The decode half's estimate (modes auto, step 3d; the SMs left to it, step 3f).
-  auto decode_estimate_us = [&] {
+  // The decode half's estimate in its parts (mode auto, step 3d; the SMs left to it, step 3f).
+  auto decode_estimate = [&] {
     const int64_t kv_elem = cfg.kv_fp8 ? 1 : 2;
     const int64_t head_key_bytes = int64_t(cfg.head_dim) * 2 * kv_elem;  // K and V of one key, one kv head
-    const int64_t target = int64_t(num_sms) * cfg.ctas_per_sm;
-    const int64_t waves = ceil_div(decode_ctas * kv_slots, std::max<int64_t>(1, target));
-    return decode_half_us(double(total_keys) * head_key_bytes * cfg.num_kv_heads, waves,
-                          double(longest_split) * head_key_bytes * dshape.kv_pack);
+    DecodeHalfCost d;
+    d.bytes_us = double(total_keys) * head_key_bytes * cfg.num_kv_heads * kDecodeByteUs;
+    d.ctas = decode_ctas * kv_slots;
+    d.slots = std::max<int64_t>(1, int64_t(num_sms) * cfg.ctas_per_sm);
+    d.wave_us = double(longest_split) * head_key_bytes * dshape.kv_pack * kDecodeCtaByteUs;
+    return d;
   };
   const bool auto_mode = may_choose_mode && Nd > 0;
   bool persistent_launch = false;  // the unsplit launch the estimate chose is the persistent one
@@ -698,12 +700,27 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   // (cutting every candidate as step 3c does cost the planner 5-40 us a step on this estimate's
   // CPU and moved only D's choice, between two N measured alike); the best, where it beats this
   // plan's estimate by kLeaveSmsMargin, is planned by this same function with that N fixed (which
-  // cuts its items as step 3c does).
-  if (may_leave_sms && Nt > 0 && extend_us > 0.0 && forced == 0) {
-    const double decode_us = decode_estimate_us();
+  // cuts its items as step 3c does). Not where the overlap was measured to lose (step_cost.h,
+  // kLeaveMaxExtendStream, kLeaveMinDecodeShare): an extend that streams its K/V near the HBM
+  // rate, or one several times the decode half.
+  const auto extend_kv_bytes = [&] {
+    const int64_t head_key_bytes = int64_t(cfg.head_dim) * 2 * (cfg.kv_fp8 ? 1 : 2);
+    double bytes = 0.0;
+    for (int32_t b : extend_rows) {
+      const int64_t keys = cfg.window_left >= 0
+                               ? std::min<int64_t>(in.seq_lens[b], int64_t(cfg.window_left) + extend_len(b))
+                               : int64_t(in.seq_lens[b]);
+      bytes += double(keys) * double(head_key_bytes) * cfg.num_kv_heads;
+    }
+    return bytes;
+  };
+  if (may_leave_sms && Nt > 0 && extend_us > 0.0 && forced == 0 &&
+      extend_kv_bytes() * kDecodeByteUs <= kLeaveMaxExtendStream * extend_us &&
+      decode_estimate().us() >= kLeaveMinDecodeShare * extend_us) {
+    const DecodeHalfCost decode = decode_estimate();
     const int64_t items = Nt * head_groups;
     const int64_t ctas_now = extend_ctas > 0 ? extend_ctas : items * extend_kv_splits;
-    double best_us = overlapped_step_us(extend_us, ctas_now, num_sms, decode_us) / kLeaveSmsMargin;
+    double best_us = overlapped_step_us(extend_us, ctas_now, num_sms, decode) / kLeaveSmsMargin;
     int best_leave = 0;
     // No launch on n SMs ends before its CTAs' mean load, and the step's estimate grows with the
     // extend's: a candidate whose bound is past the best is not dealt out.
@@ -713,11 +730,11 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
       const int leave = num_sms * fortieths / 40, sms = num_sms - leave;
       if (leave < 1 || sms < 1) continue;
       const int64_t ctas = std::min<int64_t>(sms, items);
-      if (overlapped_step_us(kPersistentStartUs + load / double(sms), ctas, num_sms, decode_us) >= best_us) continue;
+      if (overlapped_step_us(kPersistentStartUs + load / double(sms), ctas, num_sms, decode) >= best_us) continue;
       double us = 0.0;
       bool persistent;
       fastest_kv_splits(tile_keys, Nt, head_groups, 1, 1, sms, cost, Persistence::kAlways, &persistent, &us);
-      const double step_us = overlapped_step_us(us, ctas, num_sms, decode_us);
+      const double step_us = overlapped_step_us(us, ctas, num_sms, decode);
       if (step_us < best_us) best_us = step_us, best_leave = leave;
     }
     if (best_leave > 0) {
@@ -736,9 +753,9 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   if (auto_mode) {
     // A launch that leaves SMs to the decode overlaps the halves (step 3f); otherwise they are
     // counted one after the other (the decode's start on SMs an extend leaves idle is not).
-    const double decode_us = decode_estimate_us();
-    est_split_us = kStepFixedUs + (leaves_sms ? overlapped_step_us(extend_us, extend_ctas, num_sms, decode_us)
-                                              : extend_us + decode_us);
+    const DecodeHalfCost decode = decode_estimate();
+    est_split_us = kStepFixedUs +
+                   (leaves_sms ? overlapped_step_us(extend_us, extend_ctas, num_sms, decode) : extend_us + decode.us());
     // The fold launch: the decode rows' tiles merged into the extend tiles' costliest-first order.
     std::vector<int32_t>& dec_keys = scratch.fold_dec_keys;
     std::vector<int32_t>& fold_keys = scratch.fold_keys;

@@ -10,6 +10,7 @@
 // depend on their ratio).
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -252,23 +253,50 @@ inline double decode_half_us(double kv_bytes, int64_t waves, double longest_byte
   return kDecodeHalfUs + kv_bytes * kDecodeByteUs + double(waves) * longest_bytes * kDecodeCtaByteUs;
 }
 
+// The decode half's estimate in its parts (decode_half_us): its bytes over HBM, its CTAs in waves
+// of `slots`, each wave as long as its longest CTA's stream.
+struct DecodeHalfCost {
+  double bytes_us = 0.0;  // kv_bytes x kDecodeByteUs
+  int64_t ctas = 0;       // stage 1's CTAs
+  int64_t slots = 1;      // CTAs the GPU runs at once (num_sms x ctas_per_sm)
+  double wave_us = 0.0;   // longest_bytes x kDecodeCtaByteUs
+  double us() const { return kDecodeHalfUs + bytes_us + double(ceil_div(ctas, slots)) * wave_us; }
+};
+
 // The two halves of a split step side by side. The decode's stage 1 launches as the extend's
 // programmatic dependent (cuda/common/pdl.cuh), so it runs from the extend's start on the SMs the
 // extend launch leaves free, at a share of the whole GPU's decode rate that grows with them (a
-// decode CTA streams more than an SM's share of HBM) up to a cap, and on every SM once the extend
-// is done: the step lasts the extend plus what is left of the decode then. Fitted on an H100
-// (session 27, benchmarks/RESULTS.md; the halves alone and extend_leave_sms 22-88 on cases A-K):
-// the share implied by each measured step was 1.3-1.9 x free SMs / num_sms, never above ~0.67.
+// decode CTA streams more than an SM's share of HBM) up to a cap; what is left when the extend is
+// done runs on every SM: its share of the bytes, and its CTAs in whole waves (a decode of one wave
+// of long CTAs gains nothing from starting a few of them early). Fitted on an H100 (session 27,
+// benchmarks/RESULTS.md; the halves alone and extend_leave_sms 22-88 on cases A-K): the share
+// implied by each measured step was 1.3-1.9 x free SMs / num_sms, never above ~0.67.
 constexpr double kOverlapDecodeRatePerSm = 1.6;  // share of the decode rate per share of the SMs
 constexpr double kOverlapDecodeRateMax = 0.65;   // the most the decode gets beside a running extend
-inline double overlapped_step_us(double extend_us, int64_t extend_ctas, int num_sms, double decode_us) {
+inline double overlapped_step_us(double extend_us, int64_t extend_ctas, int num_sms, const DecodeHalfCost& d) {
   const int sms = num_sms < 1 ? 1 : num_sms;
   const int64_t free_sms = std::max<int64_t>(0, sms - extend_ctas);
   const double rate = std::min(kOverlapDecodeRateMax, kOverlapDecodeRatePerSm * double(free_sms) / double(sms));
-  return extend_us + std::max(0.0, decode_us - rate * extend_us);
+  const double alone_us = d.us();
+  const double done = alone_us > 0.0 ? std::min(1.0, rate * extend_us / alone_us) : 1.0;  // share done beside
+  if (done >= 1.0) return extend_us;
+  const int64_t ctas_left = int64_t(std::ceil((1.0 - done) * double(d.ctas)));
+  return extend_us + kDecodeHalfUs + (1.0 - done) * d.bytes_us +
+         double(ceil_div(ctas_left, std::max<int64_t>(1, d.slots))) * d.wave_us;
 }
 // A step leaves SMs to its decode (plan.cc, step 3f) where that estimates at least this much
 // faster than the launch the extend alone would take: the model above errs by a few percent.
 constexpr double kLeaveSmsMargin = 1.03;
+// ... and not where the overlap was measured to lose (H100, session 27), with the model above
+// predicting a gain: an extend whose K/V, read once at the HBM rate, take more than this share of
+// its estimate (case J, 64 extends of 32 tokens over 2k keys: ~56%; 0.570 -> 0.608 ms with N = 52;
+// every case that gained: under 3%), which leaves the decode beside it no spare bandwidth ...
+constexpr double kLeaveMaxExtendStream = 0.10;
+// ... or a decode half estimated below this share of the extend's (case I, 2048 tokens over a 64k
+// prefix beside 8 decodes at 128k: 0.25; 5.07 -> 5.22 ms with N = 16; every case that gained:
+// 0.64 or more). The gain is at most the decode half, while a longer extend costs in proportion
+// to it (its estimate's error, and its contention with the decode's stream, which the model above
+// leaves out); where exactly between 0.25 and 0.64 the loss turns to gain is not measured.
+constexpr double kLeaveMinDecodeShare = 0.5;
 
 }  // namespace mixed_attn
