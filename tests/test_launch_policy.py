@@ -256,7 +256,11 @@ def test_a_step_whose_decode_outweighs_its_extend_leaves_sms_to_it():
     f = ([2048] + [1] * 128, [0] + [8191] * 128)  # case F: MQA, the decode ~5x the extend
     c = ([256] + [1] * 256, [0] + [2047] * 256)  # case C: 64 extend CTAs leave 68 SMs already
     assert leave(plan(H200, *b)) == (33, 99) and leave(plan(H200, *b, mode=2)) == (33, 99)
-    assert field(plan(H200, *b, mode=2), "mode") == 0  # auto keeps split, its estimate overlapped
+    # Mode auto weighs the overlapped split against fold (on every SM), keeps split, and records
+    # the request and both estimates as any auto plan does.
+    a = plan(H200, *b, mode=2)
+    assert field(a, "mode") == 0 and field(a, "mode_requested") == 2
+    assert 0 < field(a, "est_split_ns") < field(a, "est_fold_ns")
     assert leave(plan(H200, *f, hq=8, hkv=1)) == (66, 66)
     assert leave(plan(H200, *c)) == (0, 64)
     # None: no decode rows, a decode too small to hide the longer extend, fold mode, a request of

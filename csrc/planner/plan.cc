@@ -700,7 +700,8 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   // (cutting every candidate as step 3c does cost the planner 5-40 us a step on this estimate's
   // CPU and moved only D's choice, between two N measured alike); the best, where it beats this
   // plan's estimate by kLeaveSmsMargin, is planned by this same function with that N fixed (which
-  // cuts its items as step 3c does). Not where the overlap was measured to lose (step_cost.h,
+  // cuts its items as step 3c does; after step 3d, which weighs it against fold in mode auto).
+  // Not where the overlap was measured to lose (step_cost.h,
   // kLeaveMaxExtendStream, kLeaveMinDecodeShare): an extend that streams its K/V near the HBM
   // rate, or one several times the decode half.
   const auto extend_kv_bytes = [&] {
@@ -714,6 +715,8 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     }
     return bytes;
   };
+  int leave_sms = 0;  // the choice (0: none), planned after step 3d: mode auto compares it with fold
+  double leave_step_us = 0.0;
   if (may_leave_sms && Nt > 0 && extend_us > 0.0 && forced == 0 &&
       extend_kv_bytes() * kDecodeByteUs <= kLeaveMaxExtendStream * extend_us &&
       decode_estimate().us() >= kLeaveMinDecodeShare * extend_us) {
@@ -737,12 +740,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
       const double step_us = overlapped_step_us(us, ctas, num_sms, decode);
       if (step_us < best_us) best_us = step_us, best_leave = leave;
     }
-    if (best_leave > 0) {
-      PlanConfig leave_cfg = cfg;
-      leave_cfg.request.extend_leave_sms = best_leave;
-      PlanResult a = plan_step(leave_cfg, in, meta_out);
-      if (a.ok) return a;
-    }
+    if (best_leave > 0) leave_sms = best_leave, leave_step_us = best_us;
   }
 
   // 3d. Mode auto: split or fold, whichever the step-cost estimate finds faster for this step
@@ -751,11 +749,14 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   // is then made by this same function; either plan records both estimates.
   double est_split_us = 0.0, est_fold_us = 0.0;
   if (auto_mode) {
-    // A launch that leaves SMs to the decode overlaps the halves (step 3f); otherwise they are
-    // counted one after the other (the decode's start on SMs an extend leaves idle is not).
+    // A launch that leaves SMs to the decode overlaps the halves (step 3f's choice, or the
+    // request's); otherwise they are counted one after the other (the decode's start on SMs an
+    // extend leaves idle is not). The fold launch below is estimated as this plan would launch
+    // it: on every SM unless the request leaves some (a fold plan has no decode to leave SMs to).
     const DecodeHalfCost decode = decode_estimate();
-    est_split_us = kStepFixedUs +
-                   (leaves_sms ? overlapped_step_us(extend_us, extend_ctas, num_sms, decode) : extend_us + decode.us());
+    est_split_us = kStepFixedUs + (leave_sms > 0 ? leave_step_us
+                                   : leaves_sms  ? overlapped_step_us(extend_us, extend_ctas, num_sms, decode)
+                                                 : extend_us + decode.us());
     // The fold launch: the decode rows' tiles merged into the extend tiles' costliest-first order.
     std::vector<int32_t>& dec_keys = scratch.fold_dec_keys;
     std::vector<int32_t>& fold_keys = scratch.fold_keys;
@@ -780,6 +781,22 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
         f.info[kPlanEstFoldNs] = int64_t(est_fold_us * 1000.0);
       }
       return f;
+    }
+  }
+  // Step 3f's choice: a plan of this step with that many SMs left, made by this same function
+  // (in split mode: mode auto chose it above, and the plan records that and both estimates).
+  if (leave_sms > 0) {
+    PlanConfig leave_cfg = cfg;
+    leave_cfg.request.extend_leave_sms = leave_sms;
+    leave_cfg.mode = DispatchMode::kSplit;
+    PlanResult a = plan_step(leave_cfg, in, meta_out);
+    if (a.ok) {
+      a.info[kPlanModeRequested] = int64_t(cfg.mode);
+      if (auto_mode) {
+        a.info[kPlanEstSplitNs] = int64_t(est_split_us * 1000.0);
+        a.info[kPlanEstFoldNs] = int64_t(est_fold_us * 1000.0);
+      }
+      return a;
     }
   }
 

@@ -7,4 +7,6 @@ OUT=${OUT:-/tmp/mixed_attn_out}
 mkdir -p "$OUT"
 export MIXED_ATTN_CUDA_ARCHS=90a PYTHONUNBUFFERED=1 NINJA_JOBS=16 MAX_JOBS=16
 export PYTHONPATH=$PWD/.peers:$PWD/python FLASHINFER_WORKSPACE_BASE=$HOME/fi_ws
+# The commit the benchmark tables name (.git does not travel; scripts/device_commit.sh writes it).
+if [ -z "${MIXED_ATTN_COMMIT:-}" ] && [ -f .device_commit ]; then export MIXED_ATTN_COMMIT="$(cat .device_commit)"; fi
 nvidia-smi --query-gpu=name --format=csv,noheader

@@ -265,13 +265,16 @@ struct DecodeHalfCost {
 
 // The two halves of a split step side by side. The decode's stage 1 launches as the extend's
 // programmatic dependent (cuda/common/pdl.cuh), so it runs from the extend's start on the SMs the
-// extend launch leaves free, at a share of the whole GPU's decode rate that grows with them (a
-// decode CTA streams more than an SM's share of HBM) up to a cap; what is left when the extend is
-// done runs on every SM: its share of the bytes, and its CTAs in whole waves (a decode of one wave
-// of long CTAs gains nothing from starting a few of them early). Fitted on an H100 (session 27,
-// benchmarks/RESULTS.md; the halves alone and extend_leave_sms 22-88 on cases A-K): the share
-// implied by each measured step was 1.3-1.9 x free SMs / num_sms, never above ~0.67.
-constexpr double kOverlapDecodeRatePerSm = 1.6;  // share of the decode rate per share of the SMs
+// extend launch leaves free, at a share of its rate alone that grows with them (a decode CTA
+// streams more than an SM's share of HBM) up to a cap; what is left when the extend is done runs
+// on every SM: its share of the bytes, and its CTAs in whole waves (a decode of one wave of long
+// CTAs gains nothing from starting a few of them early). Fitted on an H100 (session 27,
+// benchmarks/RESULTS.md: the halves alone and extend_leave_sms 22-88 on cases B, D, E, K): the
+// shares implied by each step were 1.3-1.9x free SMs / num_sms (32-47 GB/s an SM of its 3.22
+// TB/s), never above ~0.67. Not measured on the H200. If an SM streams no faster there (its
+// share then 1.1x, its cap 0.44 of 4.7 TB/s), the plans these constants choose on cases B-K
+// still estimate 0-3% faster than leaving none, not slower (the note of session 27).
+constexpr double kOverlapDecodeRatePerSm = 1.6;  // share of the decode's rate per share of the SMs
 constexpr double kOverlapDecodeRateMax = 0.65;   // the most the decode gets beside a running extend
 inline double overlapped_step_us(double extend_us, int64_t extend_ctas, int num_sms, const DecodeHalfCost& d) {
   const int sms = num_sms < 1 ? 1 : num_sms;
