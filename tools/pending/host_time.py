@@ -5,7 +5,7 @@ bench_extend's "host us" had ours at 55-65 us a call on P-512 against FlashInfer
 through the test harness (mixed_attn.testing.OpExtend.run: arena slices and a
 torch.cuda.stream context a call), not through what an engine calls. Here, on one extend row of
 512 new tokens (P-512) and on a decode batch of 64 rows at 1k, each callable's host time per
-call with the GPU never waited for (the calls queued back to back, as bench_extend's host_us):
+call (median of 500, the calls queued back to back, so the GPU never blocks the host):
 
   harness     OpExtend.run (what bench_extend times)
   wrapper     MixedAttention.run(q, k_cache, v_cache, kv_indices, out=out)
@@ -19,29 +19,16 @@ own time, the runtime calls under it). Prints markdown.
 
 import os
 import sys
-import time
 
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-from common import last_page_lens  # noqa: E402
+from common import host_time_us, last_page_lens  # noqa: E402
 
 from mixed_attn import MixedAttention  # noqa: E402
 from mixed_attn.testing import OpExtend, make_batch  # noqa: E402
-
-
-def host_us(fn, n=500):
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(n):
-        fn()
-    took = time.perf_counter() - start
-    torch.cuda.synchronize()
-    return took / n * 1e6
 
 
 def gpu_us(fn, n=50):
@@ -103,7 +90,7 @@ def main():
         fns, w, t = callables(name, ext, prefix, rows)
         keep[name] = (w, t)
         for label, fn in fns.items():
-            print(f"| {name} | {label} | {host_us(fn):.1f} | {gpu_us(fn):.1f} |", flush=True)
+            print(f"| {name} | {label} | {host_time_us(fn, reps=500):.1f} | {gpu_us(fn):.1f} |", flush=True)
     from torch.profiler import ProfilerActivity, profile
 
     for name, (w, (q, kc, vc, idx, out)) in keep.items():

@@ -7,10 +7,7 @@
 #    FlashInfer's rows, same process.
 set -uo pipefail
 source "$(dirname "$0")/peers_env.sh"
-start=$(date +%s)
-bash scripts/build_inplace.sh "-DMIXED_ATTN_HEAD_DIMS=64;128" -DMIXED_ATTN_FP8=OFF > "$OUT/build.log" 2>&1 \
-  || { tail -30 "$OUT/build.log"; exit 1; }
-echo "build: $(( $(date +%s) - start )) s"
+build_subset
 timeout 90 python3 -m pytest -q -p no:cacheprovider tests/test_gpu_pdl.py 2>&1 | tail -3
 timeout ${BENCH_TIMEOUT:-150} python3 benchmarks/bench_mixed.py --cases ${CASES:-B,D,E,F,K,A,C,H,I,J} \
   --rows ma_split,ma_split_leave0,fi_split,fi_batchattn --json "$OUT/leave_policy.json" \

@@ -18,12 +18,7 @@
 #    alternating, to see whether pairing a row that needs two MMA blocks loses.
 set -uo pipefail
 source "$(dirname "$0")/peers_env.sh"
-if [ -z "${SKIP_BUILD:-}" ]; then
-  start=$(date +%s)
-  bash scripts/build_inplace.sh "-DMIXED_ATTN_HEAD_DIMS=64;128" -DMIXED_ATTN_FP8=OFF > "$OUT/build.log" 2>&1 \
-    || { tail -30 "$OUT/build.log"; exit 1; }
-  echo "build: $(( $(date +%s) - start )) s"
-fi
+[ -n "${SKIP_BUILD:-}" ] || build_subset
 timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_gpu_pdl.py 2>&1 | tail -3
 timeout 300 python3 benchmarks/bench_mixed.py --cases ${CASES:-A,C,F,K} \
   --rows ma_split,ma_split_nc,ma_split_r128,ma_split_r192,ma_split_np,ma_split_leave22,ma_split_leave44,ma_split_leave66,ma_split_leave88,ma_split_leave110,fi_batchattn \
