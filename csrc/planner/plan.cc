@@ -701,9 +701,9 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   // CPU and moved only D's choice, between two N measured alike); the best, where it beats this
   // plan's estimate by kLeaveSmsMargin, is planned by this same function with that N fixed (which
   // cuts its items as step 3c does; after step 3d, which weighs it against fold in mode auto).
-  // Not where the overlap was measured to lose (step_cost.h,
-  // kLeaveMaxExtendStream, kLeaveMinDecodeShare): an extend that streams its K/V near the HBM
-  // rate, or one several times the decode half.
+  // Not where the overlap was measured to lose (step_cost.h, kLeaveMaxExtendStream and
+  // kLeaveMinDecodeShare): an extend that streams its K/V near the HBM rate, or one several times
+  // the decode half.
   const auto extend_kv_bytes = [&] {
     const int64_t head_key_bytes = int64_t(cfg.head_dim) * 2 * (cfg.kv_fp8 ? 1 : 2);
     double bytes = 0.0;
