@@ -70,6 +70,42 @@ def test_an_extend_launch_that_leaves_sms_gives_the_same_bits(head_dim):
     assert_close_to_reference(base[0], base[1], ref_out, ref_lse, torch.bfloat16)
 
 
+@pytest.mark.parametrize("extras", ["plain", "window_cap_sinks"])
+@pytest.mark.parametrize("page_size", [1, 16])
+@pytest.mark.parametrize("kv_dtype", [None, FP8], ids=["bf16", "fp8"])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_the_overlapped_step_forced_on_and_off(head_dim, kv_dtype, page_size, extras):
+    # Issue 14: the whole step with a third of the SMs left to the decode (extend_leave_sms, the
+    # decode streaming beside the extend from its start) and with none; rows of odd sizes in mixed
+    # order (decodes that split, a verify row, short and long extends). Each against the fp64
+    # reference; with one tile shape and every item whole in both, the same bits.
+    if not has_pdl():
+        pytest.skip("programmatic dependent launch needs compute capability 9.0+")
+    ext = [1, 1333, 1, 5, 1, 77, 1]
+    pre = [20000, 250, 31, 3000, 9000, 0, 4100]
+    b = make_batch(ext, pre, num_qo_heads=16, num_kv_heads=4, head_dim=head_dim, page_size=page_size,
+                   kv_dtype=kv_dtype, device="cuda", seed=head_dim + page_size + (kv_dtype is not None))
+    opts = dict(decode_max_q=8)
+    ref_opts = {}
+    if extras != "plain":
+        ref_opts = dict(window_left=700, logit_cap=30.0, sinks=torch.randn(16, device="cuda"))
+    leave = torch.cuda.get_device_properties(0).multi_processor_count // 3
+    whole = dict(extend_item_parts=1, extend_block_rows=192 if head_dim == 128 else 0)
+    outs = {}
+    for n in (0, leave):
+        for shape in ("policy", "whole"):
+            kw = whole if shape == "whole" else {}
+            out, lse, _, _, w = run_op(b, extend_leave_sms=n, **opts, **ref_opts, **kw)
+            assert field(w.plan_info, "extend_leave_sms") == n
+            outs[n, shape] = (out, lse)
+    torch.cuda.synchronize()
+    assert torch.equal(outs[0, "whole"][0], outs[leave, "whole"][0])
+    assert torch.equal(outs[0, "whole"][1], outs[leave, "whole"][1])
+    ref_out, ref_lse, _, _ = run_reference(b, **ref_opts)
+    for (n, shape), (out, lse) in outs.items():
+        assert_close_to_reference(out, lse, ref_out, ref_lse, torch.bfloat16, loose=3.0 if kv_dtype else 1.0)
+
+
 def test_a_step_the_policy_leaves_sms_in_is_right():
     # The policy's choice (plan.cc, step 3f): a step whose decode half outweighs its extend leaves
     # SMs to the decode. Against the fp64 reference as planned (items cut), and bit for bit against

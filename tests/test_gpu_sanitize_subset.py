@@ -6,7 +6,7 @@ import torch
 
 import mixed_attn
 from helpers import assert_close_to_reference, run_op, run_reference
-from mixed_attn.plan_info import device_desc
+from mixed_attn.plan_info import device_desc, field
 from mixed_attn.reference import FP8
 from mixed_attn.testing import make_batch
 
@@ -26,6 +26,25 @@ def test_sanitize_small_step(mode, page_size, kv_dtype, head_dim):
     sinks = torch.randn(8, device="cuda")
     opts = dict(window_left=40, logit_cap=20.0, sinks=sinks)
     out, lse, *_ = run_op(b, mode=mode, **opts)
+    ro, rl, *_ = run_reference(b, **opts)
+    assert_close_to_reference(out, lse, ro, rl, torch.bfloat16, loose=3.0 if kv_dtype else 1.0)
+
+
+@pytest.mark.parametrize("page_size", [1, 16])
+@pytest.mark.parametrize("kv_dtype", [None, FP8], ids=["bf16", "fp8"])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_sanitize_overlapped_step(page_size, kv_dtype, head_dim):
+    # SMs left to the decode (extend_leave_sms, plan.cc step 3f): the persistent extend on 32 SMs
+    # while the decode's stage 1, its programmatic dependent, starts on the rest.
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("programmatic dependent launch needs compute capability 9.0+")
+    ext, pre = [1, 300, 1, 45, 1], [2000, 40, 300, 0, 5000]
+    b = make_batch(ext, pre, num_qo_heads=8, num_kv_heads=2, head_dim=head_dim,
+                   page_size=page_size, kv_dtype=kv_dtype, device="cuda", seed=head_dim + page_size + 3)
+    opts = dict(window_left=200, logit_cap=20.0, sinks=torch.randn(8, device="cuda"))
+    leave = torch.cuda.get_device_properties(0).multi_processor_count - 32
+    out, lse, _, _, w = run_op(b, extend_leave_sms=leave, **opts)
+    assert field(w.plan_info, "extend_leave_sms") == leave
     ro, rl, *_ = run_reference(b, **opts)
     assert_close_to_reference(out, lse, ro, rl, torch.bfloat16, loose=3.0 if kv_dtype else 1.0)
 
