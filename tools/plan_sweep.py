@@ -29,7 +29,7 @@ from mixed_attn.testing import batch_indptrs  # noqa: E402
 H200 = dict(device_kind=1, device_arch=90, num_sms=132, device_sm90_extend=1, device_tma_encoder=1)
 ESTIMATES = {"est_split_ns", "est_fold_ns"}
 DECISIONS = ("mode", "extend_block_rows", "extend_kv_splits", "extend_ctas", "extend_cut_items",
-             "extend_item_parts", "decode_kernel")
+             "extend_item_parts", "decode_kernel", "extend_leave_sms")
 
 
 def steps(n, seed):
