@@ -130,12 +130,16 @@ class Engine:
         # split wrapper per half, the halves on two streams (_run_two_streams()).
         kinds = {"best": {"split": "split", "fold": "fold"},
                  "split2s": {"extend": "split", "decode": "split"}}.get(mode, {mode: mode})
+        # split_leave0: the split path with no SMs left to the decode (the halves one after the
+        # other: the planner before session 27), against split's overlapped steps.
+        extra = dict(extend_leave_sms=0) if mode == "split_leave0" else {}
+        kinds = {name: ("split" if m == "split_leave0" else m) for name, m in kinds.items()}
         if mode == "split2s" and triton_forward is not None:
             raise C.NotAvailable("split2s drives the op, not the Triton oracle")
         self.wrappers = {}
         for name, m in kinds.items():
             w = ma.MixedAttention(Hq, Hkv, D, P, device=device, q_dtype=dt, max_batch=cfg.max_running + 8,
-                                  max_tokens=self.max_tokens, mode=m)
+                                  max_tokens=self.max_tokens, mode=m, **extra)
             if w.mode != m:
                 raise C.NotAvailable("MIXED_ATTN_SPLIT_DISPATCH=0 forces fold")
             self.wrappers[name] = w
@@ -492,7 +496,8 @@ def parse_args(argv=None):
                    help="burst first: it measures the capacity the other rates derive from")
     p.add_argument("--modes", default="split,fold",
                    help="comma list of split, fold, auto (the planner picks per step), split2s (split's halves "
-                        "on two streams), best (each step timed split and fold, the faster charged)")
+                        "on two streams), split_leave0 (split with extend_leave_sms=0: no SMs left to the "
+                        "decode), best (each step timed split and fold, the faster charged)")
     p.add_argument("--backend", default="auto", choices=["auto", "op", "triton"],
                    help="op: torch.ops.mixed_attn.forward; triton: the Triton oracle with the "
                         "same plans; auto: the op, or the oracle when the op has no CUDA kernels")
