@@ -6,6 +6,10 @@
 set -uo pipefail
 source "$(dirname "$0")/peers_env.sh"
 build_subset
+# Deterministic plans now leave SMs too (f11a708): the PDL tests and the batch-invariance tests.
+timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_gpu_pdl.py tests/test_cuda_decode.py \
+  tests/test_cuda_extend.py tests/test_verify_rows.py tests/test_cuda_decode_narrow.py -k "pdl or determin or leave" \
+  > "$OUT/tests_det.log" 2>&1; tail -3 "$OUT/tests_det.log"
 timeout 200 python3 tools/pending/confined_stream.py --sms ${SMS:-16,33,44,66,132} --cases ${DCASES:-L,F,H} \
   > "$OUT/confined.log" 2>&1; tail -40 "$OUT/confined.log"
 timeout 120 python3 benchmarks/bench_mixed.py --cases B,D --page-size 1 \
