@@ -12,7 +12,8 @@ shared memory fits beside it; it spins until released), then on a second stream 
 runs on the N SMs left, timed by CUDA events, and a flag releases the holder.
 
 Workloads, each as GB/s an SM and TB/s in all: a streaming read (one 16-byte load a thread, the
-ceiling's kernel in common.py, with its SMs counted by %smid so the confinement is checked), our
+ceiling's kernel in common.py, with its SMs counted by %smid so the confinement is checked), a
+streaming read by bulk copies (the TMA engine: a few chunks in flight a CTA, BULK_SHAPES), our
 decode half (the default plan of bench_decode's case), FlashInfer's tensor-core decode on the
 same inputs (when flashinfer imports).
 """
@@ -55,6 +56,50 @@ __global__ void wait_kernel(volatile int* started, int want) {
   while (*started < want && clock64() - t0 < 4000000000LL) __nanosleep(500);
 }
 
+// A streaming read by bulk copies (the TMA engine's cp.async.bulk, no tensor map): one thread a
+// CTA keeps `stages` chunks of `chunk` bytes in flight into shared memory, each completing on its
+// own mbarrier; the bytes are touched once (a byte a chunk) so nothing is dead.
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__global__ void bulk_read_kernel(const char* src, long long bytes_per_cta, int chunk, int stages, int* sink) {
+  extern __shared__ __align__(128) char smem[];
+  unsigned long long* bars = reinterpret_cast<unsigned long long*>(smem);
+  char* buf = smem + 128;
+  if (threadIdx.x != 0) return;
+  for (int s = 0; s < stages; ++s) asm volatile("mbarrier.init.shared.b64 [%0], 1;" ::"r"(smem_addr(&bars[s])));
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  const char* base = src + blockIdx.x * bytes_per_cta;
+  const long long n = bytes_per_cta / chunk;
+  auto issue = [&](long long i) {
+    const int s = int(i % stages);
+    asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" ::"r"(smem_addr(&bars[s])), "r"(chunk) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(smem_addr(buf + size_t(s) * chunk)), "l"(base + i * chunk), "r"(chunk), "r"(smem_addr(&bars[s]))
+                 : "memory");
+  };
+  for (long long i = 0; i < n && i < stages; ++i) issue(i);
+  int sum = 0;
+  for (long long i = 0; i < n; ++i) {
+    const int s = int(i % stages);
+    const unsigned phase = unsigned(i / stages) & 1u;
+    asm volatile("{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared.b64 p, [%0], %1;\n @!p bra WAIT_%=;\n}"
+                 ::"r"(smem_addr(&bars[s])), "r"(phase) : "memory");
+    sum += buf[size_t(s) * chunk];
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    if (i + stages < n) issue(i + stages);
+  }
+  if (sum == 0x7fffffff) *sink = sum;
+}
+
+void bulk_read(torch::Tensor src, torch::Tensor sink, int64_t ctas, int64_t chunk, int64_t stages, int64_t stream_ptr) {
+  const long long per_cta = src.numel() * src.element_size() / ctas;
+  const int smem = 128 + int(chunk * stages);
+  cudaFuncSetAttribute(bulk_read_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  bulk_read_kernel<<<int(ctas), 32, size_t(smem), reinterpret_cast<cudaStream_t>(stream_ptr)>>>(
+      static_cast<const char*>(src.data_ptr()), per_cta, int(chunk), int(stages), sink.data_ptr<int>());
+}
+
 void hold(torch::Tensor flags, int64_t ctas, int64_t smem, int64_t stream_ptr) {
   int* f = flags.data_ptr<int>();
   cudaFuncSetAttribute(hold_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
@@ -66,7 +111,11 @@ void wait_started(torch::Tensor flags, int64_t want, int64_t stream_ptr) {
 }
 """
 HOLD_DECL = ("void hold(torch::Tensor flags, int64_t ctas, int64_t smem, int64_t stream_ptr);\n"
-             "void wait_started(torch::Tensor flags, int64_t want, int64_t stream_ptr);")
+             "void wait_started(torch::Tensor flags, int64_t want, int64_t stream_ptr);\n"
+             "void bulk_read(torch::Tensor src, torch::Tensor sink, int64_t ctas, int64_t chunk, int64_t stages, "
+             "int64_t stream_ptr);")
+# Bulk-copy read shapes: (chunk KB, stages): 64 KB a CTA (3 an SM), 96 KB (2), 128 KB and 192 KB (1).
+BULK_SHAPES = ((16, 4), (16, 6), (32, 4), (16, 12))
 
 _READ = None
 
@@ -126,8 +175,8 @@ def main():
     args = ap.parse_args()
     from torch.utils.cpp_extension import load_inline
 
-    ext = load_inline("ma_hold", cpp_sources=HOLD_DECL, cuda_sources=HOLD_SRC, functions=["hold", "wait_started"],
-                      extra_cuda_cflags=["-O2"], verbose=False)
+    ext = load_inline("ma_hold", cpp_sources=HOLD_DECL, cuda_sources=HOLD_SRC,
+                      functions=["hold", "wait_started", "bulk_read"], extra_cuda_cflags=["-O2"], verbose=False)
     props = torch.cuda.get_device_properties(0)
     num_sms = props.multi_processor_count
     smem = props.shared_memory_per_block_optin
@@ -148,6 +197,13 @@ def main():
         ms = confined_ms(ext, n, num_sms, smem, read, args.reps)
         used = int(torch.unique(smids).numel())
         rows.append(("read", n, used, x.numel() * 4, ms))
+    sink = torch.zeros(1, dtype=torch.int32, device="cuda")
+    for kb, stages in BULK_SHAPES:
+        bulk = lambda: ext.bulk_read(x, sink, 1024, kb << 10, stages, torch.cuda.current_stream().cuda_stream)  # noqa
+        bulk()
+        for n in sms:
+            rows.append((f"bulk read {kb} KB x {stages}", n, None, x.numel() * 4,
+                         confined_ms(ext, n, num_sms, smem, bulk, args.reps)))
     x = part = smids = None
     torch.cuda.empty_cache()
 
