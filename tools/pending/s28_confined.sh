@@ -8,7 +8,7 @@ source "$(dirname "$0")/peers_env.sh"
 build_subset
 # Deterministic plans now leave SMs too (f11a708): the PDL tests and the batch-invariance tests.
 timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_gpu_pdl.py tests/test_cuda_decode.py \
-  tests/test_cuda_extend.py tests/test_verify_rows.py tests/test_cuda_decode_narrow.py -k "pdl or determin or leave" \
+  tests/test_cuda_extend.py tests/test_verify_rows.py tests/test_cuda_decode_narrow.py -k "leaves_sms_in or determin" \
   > "$OUT/tests_det.log" 2>&1; tail -3 "$OUT/tests_det.log"
 timeout 200 python3 tools/pending/confined_stream.py --sms ${SMS:-16,33,44,66,132} --cases ${DCASES:-L,F,H} \
   > "$OUT/confined.log" 2>&1; tail -40 "$OUT/confined.log"
@@ -16,6 +16,6 @@ timeout 120 python3 benchmarks/bench_mixed.py --cases B,D --page-size 1 \
   --rows ma_split,ma_split_leave0,ma_split_leave33,ma_split_leave44,fi_split,fi_batchattn \
   --json "$OUT/leave_p1.json" > "$OUT/leave_p1.log" 2>&1
 grep -A4 "=== summary" "$OUT/leave_p1.log" | cut -c1-330
-timeout 200 python3 benchmarks/serve_replay.py --modes split,split_leave0,fold --time-budget-s 150 \
+timeout 120 python3 benchmarks/serve_replay.py --modes split,split_leave0,fold --time-budget-s 80 \
   --json "$OUT/replay.json" --markdown "$OUT/replay.md" > "$OUT/replay.log" 2>&1
 tail -22 "$OUT/replay.log" | cut -c1-250
