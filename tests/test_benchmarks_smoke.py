@@ -9,6 +9,7 @@ import os
 import sys
 
 import pytest
+import torch
 
 BENCH_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks")
 sys.path.insert(0, BENCH_DIR)
@@ -217,3 +218,23 @@ def test_bench_transformers_adjudicate_finds_a_planted_wrong_token():
     assert r["token_ref"] == ref[1][0][2] and r["token_mixed"] == worst
     assert r["gap_fp32"] > 1.0 and r["err_lowp"] < 1e-6 and not r["unresolvable"]
     assert r["fp32_argmax_is"] == "ref" and adj["fp32_prefers_mixed"] == 0
+
+
+def test_serve_replay_split_leave0_mode_leaves_no_sms(tmp_path):
+    # Mode split_leave0 is split with extend_leave_sms=0 (the halves one after the other), beside
+    # split's policy (-1): the same requests generate the same tokens.
+    import mixed_attn
+    from mixed_attn import plan_info
+
+    cfg = serve_replay.config_for(serve_replay.parse_args(["--quick", "--cpu"]), False)
+    leave = plan_info.CONFIG_INDEX["extend_leave_sms"]
+    for mode, want in (("split", -1), ("split_leave0", 0)):
+        w = serve_replay.Engine(mixed_attn, cfg, mode, torch.device("cpu")).wrappers[mode]
+        assert w.mode == "split" and w._config[leave] == want, mode
+    js = tmp_path / "sr.json"
+    rc = serve_replay.main(["--quick", "--cpu", "--modes", "split,split_leave0", "--traces", "burst",
+                            "--json", str(js), "--markdown", str(tmp_path / "sr.md"), "--commit", "test"])
+    assert rc == 0
+    got = {r["mode"]: r for r in json.loads(js.read_text())["results"]}
+    assert got["split_leave0"]["status"] == "ok"
+    assert got["split_leave0"]["metrics"]["generated_tokens"] == got["split"]["metrics"]["generated_tokens"]
