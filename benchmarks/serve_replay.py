@@ -128,12 +128,12 @@ class Engine:
         self.max_tokens = cfg.token_budget + cfg.max_running
         # "best": one wrapper per dispatch mode, each step timed on both (step()); "split2s": one
         # split wrapper per half, the halves on two streams (_run_two_streams()).
-        kinds = {"best": {"split": "split", "fold": "fold"},
-                 "split2s": {"extend": "split", "decode": "split"}}.get(mode, {mode: mode})
-        # split_leave0: the split path with no SMs left to the decode (the halves one after the
+        # split_leave0: a split wrapper with no SMs left to the decode (the halves one after the
         # other: the planner before session 27), against split's overlapped steps.
+        kinds = {"best": {"split": "split", "fold": "fold"},
+                 "split2s": {"extend": "split", "decode": "split"},
+                 "split_leave0": {"split_leave0": "split"}}.get(mode, {mode: mode})
         extra = dict(extend_leave_sms=0) if mode == "split_leave0" else {}
-        kinds = {name: ("split" if m == "split_leave0" else m) for name, m in kinds.items()}
         if mode == "split2s" and triton_forward is not None:
             raise C.NotAvailable("split2s drives the op, not the Triton oracle")
         self.wrappers = {}
