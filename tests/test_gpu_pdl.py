@@ -124,6 +124,18 @@ def test_a_step_the_policy_leaves_sms_in_is_right():
     assert field(w1.plan_info, "extend_leave_sms") > 0 and field(w0.plan_info, "extend_leave_sms") == 0
     torch.cuda.synchronize()
     assert torch.equal(out1, out0) and torch.equal(lse1, lse0)
+    # A deterministic plan leaves SMs too, and gives the bits of its plan that leaves none (whole
+    # items, decode splits fixed in tokens: where they run moves, not what they compute).
+    det = dict(deterministic=True, fixed_split_tokens=2048)
+    outs = {}
+    for n in (None, 0):
+        out_d, lse_d, _, _, wd = run_op(b, extend_leave_sms=n, **det)
+        assert (field(wd.plan_info, "extend_leave_sms") > 0) == (n is None)
+        assert field(wd.plan_info, "extend_cut_items") == 0
+        outs[n] = out_d, lse_d
+    torch.cuda.synchronize()
+    assert torch.equal(outs[None][0], outs[0][0]) and torch.equal(outs[None][1], outs[0][1])
+    assert_close_to_reference(outs[None][0], outs[None][1], ref_out, ref_lse, torch.bfloat16)
 
 
 def test_the_next_kernel_sees_the_whole_step():

@@ -263,9 +263,13 @@ def test_a_step_whose_decode_outweighs_its_extend_leaves_sms_to_it():
     assert 0 < field(a, "est_split_ns") < field(a, "est_fold_ns")
     assert leave(plan(H200, *f, hq=8, hkv=1)) == (66, 66)
     assert leave(plan(H200, *c)) == (0, 64)
+    # Deterministic plans too (where the whole items and the decode's CTAs run, not what they
+    # compute: their items are never cut, their decode splits fixed in tokens).
+    assert leave(plan(H200, *b, deterministic=1)) == (33, 99)
+    assert field(plan(H200, *b, deterministic=1), "extend_cut_items") == 0
     # None: no decode rows, a decode too small to hide the longer extend, fold mode, a request of
-    # 0, deterministic and graph-safe plans, KV splits fixed, every item cut, no programmatic
-    # launch of the decode (pdl=0), a GPU without the sm90 kernel.
+    # 0, graph-safe plans, KV splits fixed, every item cut, no programmatic launch of the decode
+    # (pdl=0), a GPU without the sm90 kernel.
     assert leave(plan(H200, [4096], [4096])) == (0, 132)
     assert leave(plan(H200, [4096, 1], [4096, 1023]))[0] == 0
     # Nor where the overlap was measured to lose: an extend streaming its K/V near the HBM rate
@@ -275,7 +279,6 @@ def test_a_step_whose_decode_outweighs_its_extend_leaves_sms_to_it():
     assert leave(plan(H200, [2048] + [1] * 64, [0] + [4095] * 64, d=256, hq=16))[0] > 0  # case G
     assert leave(plan(H200, *b, mode=1))[0] == 0
     assert leave(plan(H200, *b, extend_leave_sms=0))[0] == 0
-    assert leave(plan(H200, *b, deterministic=1))[0] == 0
     g = dict(graph_safe=1, graph_max_rows=80, graph_max_tokens=8192, graph_max_extend_tokens=8192)
     assert leave(plan(H200, *b, **g))[0] == 0
     assert leave(plan(H200, *b, extend_kv_splits=2))[0] == 0

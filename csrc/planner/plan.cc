@@ -457,9 +457,11 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   }
   int32_t max_splits = 0;
   // Mode auto's decode estimate, and step 3f's: CTAs and longest split, per kv head (plans that
-  // never choose a mode or the SMs the extend leaves skip them).
+  // never choose a mode or the SMs the extend leaves skip them). Deterministic plans may leave SMs:
+  // the choice moves where the extend's whole items and the decode's CTAs run, never what any of
+  // them computes (their items are never cut or KV-split, their decode splits fixed in tokens).
   const bool may_choose_mode = cfg.mode == DispatchMode::kAuto && !cfg.graph_safe && !cfg.deterministic;
-  const bool may_leave_sms = policy.extend_leave_sms_auto && split && Nd > 0 && !cfg.graph_safe && !cfg.deterministic;
+  const bool may_leave_sms = policy.extend_leave_sms_auto && split && Nd > 0 && !cfg.graph_safe;
   int64_t decode_ctas = 0, longest_split = 0;
   for (int64_t d = 0; d < Nd; ++d) {
     const int32_t q = extend_len(decode_rows[d]);
