@@ -13,3 +13,11 @@ timeout 150 python3 -m pytest -q -rs -p no:cacheprovider tests/test_gpu_pdl.py t
   > "$OUT/tests_det.txt" 2>&1; tail -14 "$OUT/tests_det.txt" | cut -c1-200
 timeout 300 python3 tools/pending/confined_stream.py --sms ${SMS:-16,33,44,66,132} --cases ${DCASES:-L,F,H} \
   > "$OUT/confined.txt" 2>&1; tail -60 "$OUT/confined.txt"
+# On an H200 only (the leave model's refit; the H100's rows are session 28's): the policy's
+# extend_leave_sms against its neighbours and FlashInfer, cases B, D, E, F, K.
+if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+  timeout 240 python3 benchmarks/bench_mixed.py --cases ${CASES:-B,D,E,F,K} \
+    --rows ma_split,ma_split_leave0,ma_split_leave33,ma_split_leave44,ma_split_leave55,fi_split,fi_batchattn \
+    --json "$OUT/leave_h200.json" > "$OUT/leave_h200.txt" 2>&1
+  grep -A9 "=== summary" "$OUT/leave_h200.txt" | cut -c1-300
+fi
