@@ -524,8 +524,12 @@ def run_case(case, ctx, timer, ceilings, row_names, args):
                 r["err"] = C.rel_err(out, ref[lo:hi])
             r.update(timer.time(fn, graph=graph))
             w = getattr(fn, "wrapper", None)
-            if name == "ma_auto" and w is not None:  # the mode the plan chose, and its estimates
-                r["chose"] = {k: w.plan_launch[k] for k in ("mode", "est_split_us", "est_fold_us")}
+            if w is not None and w.plan_launch is not None:
+                # The plan's launch decisions (mode, SMs left to the decode, KV splits, ...), so a
+                # row's JSON says what ran without re-planning it elsewhere.
+                r["plan"] = w.plan_launch
+                if name == "ma_auto":  # the mode the plan chose, and its estimates
+                    r["chose"] = {k: w.plan_launch[k] for k in ("mode", "est_split_us", "est_fold_us")}
             del fn, out
         except C.NotAvailable as e:
             r = {"status": "n/a", "why": str(e)}
@@ -590,6 +594,8 @@ def format_row(name, r, case, ceilings, res, elem):
         c = r["chose"]
         note = (note + "; " if note else "") + (f"chose {c['mode']} (estimates: split {c['est_split_us']:.0f} us, "
                                                 f"fold {c['est_fold_us']:.0f} us)")
+    if (r.get("plan") or {}).get("extend_leave_sms"):
+        note = (note + "; " if note else "") + f"{r['plan']['extend_leave_sms']} SMs left to the decode"
     cells = [C.fmt_ms(r["ms"]), C.fmt_pct(pf), C.fmt_pct(pc), _rate(tbs, 2), _rate(tfl, 0),
              f"{err:.1e}" if err is not None else "-", note]
     return f"{name:<14}  " + "  ".join(f"{c:>12}" for c in cells[:-1]) + "  " + cells[-1]

@@ -55,6 +55,11 @@ def test_bench_mixed_quick_cpu(tmp_path, capsys):
         assert row["ms"] > 0
         assert row["err"] < bench_mixed.MISMATCH_TOL, (name, row["err"])
     assert case["speedup"]["ma_split"]["ma_split"] == pytest.approx(1.0)
+    # Each of our rows records its plan's launch decisions.
+    plans = {name: case["rows"][name]["plan"] for name in ("ma_split", "ma_fold", "ma_auto")}
+    assert plans["ma_split"]["mode"] == "split" and plans["ma_fold"]["mode"] == "fold"
+    assert plans["ma_auto"]["mode"] == case["rows"]["ma_auto"]["chose"]["mode"]
+    assert all(p["extend_leave_sms"] >= 0 for p in plans.values())
     chose = case["rows"]["ma_auto"]["chose"]  # the plan's choice and its two estimates
     assert chose["mode"] in ("split", "fold") and chose["est_split_us"] > 0 and chose["est_fold_us"] > 0
     assert data["plan_timing"]["rows"][-1]["rows"] == 256

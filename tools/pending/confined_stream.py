@@ -187,7 +187,8 @@ def main():
     from torch.utils.cpp_extension import load_inline
 
     ext = load_inline("ma_hold", cpp_sources=HOLD_DECL, cuda_sources=HOLD_SRC,
-                      functions=["hold", "wait_started", "release", "bulk_read"], extra_cuda_cflags=["-O2"], verbose=False)
+                      functions=["hold", "wait_started", "release", "bulk_read"], extra_cuda_cflags=["-O2"],
+                      verbose=False)
     props = torch.cuda.get_device_properties(0)
     num_sms = props.multi_processor_count
     smem = props.shared_memory_per_block_optin
