@@ -13,6 +13,13 @@ timeout 150 python3 -m pytest -q -rs -p no:cacheprovider tests/test_gpu_pdl.py t
   > "$OUT/tests_det.txt" 2>&1; tail -14 "$OUT/tests_det.txt" | cut -c1-200
 timeout 300 python3 tools/pending/confined_stream.py --sms ${SMS:-16,33,44,66,132} --cases ${DCASES:-L,F,H} \
   > "$OUT/confined.txt" 2>&1; tail -60 "$OUT/confined.txt"
+# Issue 14's TTFT question: is split's TTFT p95 above fold's on poisson (+7% in call 1, session 28's
+# +25%) the same on other draws of the trace? Four seeds, burst and poisson, split and fold.
+for seed in 1 2 3 4; do
+  timeout 60 python3 benchmarks/serve_replay.py --traces burst,poisson --modes split,fold --seed $seed \
+    --json "$OUT/replay_s$seed.json" > "$OUT/replay_s$seed.txt" 2>&1
+  echo "seed $seed"; grep -A4 "^split relative to fold" "$OUT/replay_s$seed.txt" | tail -2
+done
 # On an H200 only (the leave model's refit; the H100's rows are session 28's): the policy's
 # extend_leave_sms against its neighbours and FlashInfer, cases B, D, E, F, K.
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
