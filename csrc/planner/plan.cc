@@ -695,12 +695,11 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   // 3f. SMs left to the decode (extend_leave_sms = -1, the policy; issue 14). The decode's stage 1
   // launches as the extend's programmatic dependent, so it starts on the SMs the extend launch
   // leaves free: a persistent extend on num_sms - N CTAs runs longer, but the decode streams
-  // beside it from the start (step_cost.h, overlapped_step_us). Measured on an H100 (session 27,
-  // benchmarks/RESULTS.md) with N fixed by hand: B 1.37 -> 1.26-1.30 ms, D 1.84 -> 1.68, E 1.29
-  // -> 1.25, K 0.390 -> 0.380; C and H (the extend already leaves SMs, or none) unchanged.
+  // beside it from the start (step_cost.h, overlapped_step_us; the steps it gains and loses on:
+  // benchmarks/RESULTS.md, sessions 27-29). Deterministic plans too (above, may_leave_sms).
   // Candidates: N of num_sms x 1/8, 1/4, 1/3, 2/5, 1/2, each its persistent launch's estimate uncut
-  // (cutting every candidate as step 3c does cost the planner 5-40 us a step on this estimate's
-  // CPU and moved only D's choice, between two N measured alike); the best, where it beats this
+  // (cutting every candidate as step 3c does cost the planner several times this step's host time
+  // and moved only D's choice, between two N measured alike); the best, where it beats this
   // plan's estimate by kLeaveSmsMargin, is planned by this same function with that N fixed (which
   // cuts its items as step 3c does; after step 3d, which weighs it against fold in mode auto).
   // Not where the overlap was measured to lose (step_cost.h, kLeaveMaxExtendStream and
