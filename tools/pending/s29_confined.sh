@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Session 29, device call 2 (~5 minutes warm, ~9 on an H200): confined_stream.py (fixed: every kernel launched beside the holder is launched
-# once before, since a lazily loaded first launch waits for the holder). Carry [".peers", ".device_commit"].
+# Session 29, device call 2 (~5 minutes warm, ~9 on an H200): confined_stream.py (fixed: every
+# kernel launched beside the holder is launched once before, since a lazily loaded first launch
+# waits for the holder). Carry [".peers", ".device_commit"].
 set -uo pipefail
 source "$(dirname "$0")/peers_env.sh"
 build_subset
