@@ -183,6 +183,7 @@ def main():
     ap.add_argument("--cases", default="L,F,H", help="bench_decode cases")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--no-fi", action="store_true")
+    ap.add_argument("--decode-only", action="store_true", help="only the decodes (no streaming reads)")
     args = ap.parse_args()
     from torch.utils.cpp_extension import load_inline
 
@@ -204,6 +205,20 @@ def main():
     torch.cuda.synchronize()
     sms = [int(s) for s in args.sms.split(",")]
 
+    rows = []
+    if not args.decode_only:
+        rows += stream_rows(ext, sms, num_sms, smem, args.reps)
+    decode_rows(ext, sms, num_sms, smem, args, rows)
+
+    print("\n| workload | SMs free | SMs used | ms | TB/s | GB/s an SM |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for w, n, used, nbytes, ms in rows:
+        tbs = nbytes / (ms * 1e-3) / 1e12
+        print(f"| {w} | {n} | {used if used is not None else '-'} | {ms:.4f} | {tbs:.3f} | {tbs * 1e3 / n:.1f} |")
+
+
+def stream_rows(ext, sms, num_sms, smem, reps):
+    """The streaming reads (16-byte loads; bulk copies) on N SMs."""
     # The streaming read: 1 GiB of fp32, 8 warps a program, 4096 floats x 8 iterations each.
     x = torch.randn(1 << 28, device="cuda")
     BLOCK, ITERS = 4096, 8
@@ -215,7 +230,7 @@ def main():
     read()
     rows = []
     for n in sms:
-        ms = confined_ms(ext, n, num_sms, smem, read, args.reps)
+        ms = confined_ms(ext, n, num_sms, smem, read, reps)
         used = int(torch.unique(smids).numel())
         rows.append(("read", n, used, x.numel() * 4, ms))
     sink = torch.zeros(1, dtype=torch.int32, device="cuda")
@@ -224,10 +239,14 @@ def main():
         bulk()
         for n in sms:
             rows.append((f"bulk read {kb} KB x {stages}", n, None, x.numel() * 4,
-                         confined_ms(ext, n, num_sms, smem, bulk, args.reps)))
+                         confined_ms(ext, n, num_sms, smem, bulk, reps)))
     x = part = smids = None
     torch.cuda.empty_cache()
+    return rows
 
+
+def decode_rows(ext, sms, num_sms, smem, args, rows):
+    """Our decode and FlashInfer's on bench_decode's cases on N SMs, appended to rows."""
     for name in args.cases.split(","):
         c = CASES[name]
         b = make_case(**c)
@@ -255,12 +274,6 @@ def main():
             if fi is not None:
                 rows.append((f"fi_dec {name}", n, None, kv_bytes, confined_ms(ext, n, num_sms, smem, fi, args.reps)))
         torch.cuda.empty_cache()
-
-    print("\n| workload | SMs free | SMs used | ms | TB/s | GB/s an SM |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for w, n, used, nbytes, ms in rows:
-        tbs = nbytes / (ms * 1e-3) / 1e12
-        print(f"| {w} | {n} | {used if used is not None else '-'} | {ms:.4f} | {tbs:.3f} | {tbs * 1e3 / n:.1f} |")
 
 
 if __name__ == "__main__":

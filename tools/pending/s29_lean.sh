@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Session 29, device call 4 (~5 minutes warm): decode_lean_copies.patch (the decode ring's copies
+# with less address math: byte strides in DecodeConsts, unsigned 32 x 64-bit multiply-adds, the
+# power-of-two page size's own loop, no pointer select for masked keys; O rescaled only where a
+# row's max moved), against the tree without it on the same machine: bench_decode (ours and
+# FlashInfer's) and the confined per-SM rate, before and after; the decode tests after; Nsight
+# Compute's instruction count after. Carry [".peers", ".device_commit"].
+set -uo pipefail
+source "$(dirname "$0")/peers_env.sh"
+bench() {  # tag
+  timeout 90 python3 benchmarks/bench_decode.py --cases H,F,L --policies sm2,fi --json "$OUT/dec_$1.json" \
+    > "$OUT/dec_$1.txt" 2>&1; grep -E "^(H|F|L) " "$OUT/dec_$1.txt" | grep -v "max |diff|" | cut -c1-160
+  timeout 60 python3 tools/pending/confined_stream.py --decode-only --sms 16,44 --cases H,F --no-fi \
+    > "$OUT/conf_$1.txt" 2>&1; grep "ma_dec" "$OUT/conf_$1.txt"
+}
+cat > /tmp/one_decode.py <<'PY'
+import os, sys
+sys.path.insert(0, os.path.join(os.getcwd(), "benchmarks"))
+sys.path.insert(0, os.path.join(os.getcwd(), "python"))
+import torch
+from bench_decode import CASES, flashinfer_decode, make_case
+from mixed_attn.testing import OpPlan, op_forward
+who, name = sys.argv[1], sys.argv[2]
+c = CASES[name]
+b = make_case(**c)
+out = torch.empty_like(b.q)
+if who == "ours":
+    lse = torch.empty(b.q.shape[0], c["Hq"], device="cuda")
+    plan = OpPlan(b.qo_indptr, b.kv_indptr, b.seq_lens, c.get("page", 16), c["Hq"], c["Hkv"], c["D"],
+                  kv_dtype=b.k_cache.dtype, ctas_per_sm=2)
+    slots = max(plan.num_partials, 1)
+    po = torch.empty(slots, c["Hq"], c["D"], device="cuda")
+    pl = torch.empty(slots, c["Hq"], device="cuda")
+    fn = lambda: op_forward(plan, b.q, b.k_cache, b.v_cache, b.kv_indices, out, lse, None, po, pl)  # noqa: E731
+else:
+    fn, why = flashinfer_decode(b.q, b.k_cache, b.v_cache, b.kv_indices, b.kv_indptr, b.seq_lens,
+                                c.get("page", 16), out)
+    assert fn is not None, why
+for _ in range(3):  # ncu profiles the third launch
+    fn()
+torch.cuda.synchronize()
+PY
+build_subset
+echo "== before"; bench before
+git apply tools/pending/decode_lean_copies.patch || patch -p1 < tools/pending/decode_lean_copies.patch
+build_subset
+timeout 150 python3 -m pytest -q -x -p no:cacheprovider tests/test_cuda_decode.py tests/test_verify_rows.py \
+  tests/test_cuda_decode_narrow.py tests/test_gpu_pdl.py > "$OUT/tests_lean.txt" 2>&1; tail -3 "$OUT/tests_lean.txt"
+echo "== after"; bench after
+timeout 60 ncu --clock-control none --kernel-name "regex:decode_split" --launch-skip 2 --launch-count 1 \
+  --section SpeedOfLight --section WarpStateStats --section InstructionStats \
+  python3 /tmp/one_decode.py ours H > "$OUT/ncu_after.txt" 2>&1 || true
+grep -E "Duration|Executed Instructions  |Issued Warp|No Eligible" "$OUT/ncu_after.txt"
