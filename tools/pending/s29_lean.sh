@@ -8,8 +8,8 @@
 set -uo pipefail
 source "$(dirname "$0")/peers_env.sh"
 bench() {  # tag
-  timeout 90 python3 benchmarks/bench_decode.py --cases H,F,L --policies sm2,fi --json "$OUT/dec_$1.json" \
-    > "$OUT/dec_$1.txt" 2>&1; grep -E "^(H|F|L) " "$OUT/dec_$1.txt" | grep -v "max |diff|" | cut -c1-160
+  timeout 90 python3 benchmarks/bench_decode.py --cases H,F --policies sm2,fi --json "$OUT/dec_$1.json" \
+    > "$OUT/dec_$1.txt" 2>&1; grep -E "^(H|F) " "$OUT/dec_$1.txt" | grep -v "max |diff|" | cut -c1-160
   timeout 60 python3 tools/pending/confined_stream.py --decode-only --sms 16,44 --cases H,F --no-fi \
     > "$OUT/conf_$1.txt" 2>&1; grep "ma_dec" "$OUT/conf_$1.txt"
 }
@@ -45,7 +45,7 @@ echo "== before"; bench before
 git apply tools/pending/decode_lean_copies.patch || patch -p1 < tools/pending/decode_lean_copies.patch
 build_subset
 timeout 150 python3 -m pytest -q -x -p no:cacheprovider tests/test_cuda_decode.py tests/test_verify_rows.py \
-  tests/test_cuda_decode_narrow.py tests/test_gpu_pdl.py > "$OUT/tests_lean.txt" 2>&1; tail -3 "$OUT/tests_lean.txt"
+  tests/test_cuda_decode_narrow.py > "$OUT/tests_lean.txt" 2>&1; tail -3 "$OUT/tests_lean.txt"
 echo "== after"; bench after
 timeout 60 ncu --clock-control none --kernel-name "regex:decode_split" --launch-skip 2 --launch-count 1 \
   --section SpeedOfLight --section WarpStateStats --section InstructionStats \
