@@ -8,39 +8,12 @@ set -uo pipefail
 source "$(dirname "$0")/peers_env.sh"
 CASE=${CASE:-H}
 build_subset
-cat > /tmp/one_decode.py <<'PY'
-import os, sys
-sys.path.insert(0, os.path.join(os.getcwd(), "benchmarks"))
-sys.path.insert(0, os.path.join(os.getcwd(), "python"))
-import torch
-from bench_decode import CASES, flashinfer_decode, make_case
-from mixed_attn.testing import OpPlan, op_forward
-who, name = sys.argv[1], sys.argv[2]
-c = CASES[name]
-b = make_case(**c)
-out = torch.empty_like(b.q)
-if who == "ours":
-    lse = torch.empty(b.q.shape[0], c["Hq"], device="cuda")
-    plan = OpPlan(b.qo_indptr, b.kv_indptr, b.seq_lens, c.get("page", 16), c["Hq"], c["Hkv"], c["D"],
-                  kv_dtype=b.k_cache.dtype, ctas_per_sm=2)
-    slots = max(plan.num_partials, 1)
-    po = torch.empty(slots, c["Hq"], c["D"], device="cuda")
-    pl = torch.empty(slots, c["Hq"], device="cuda")
-    fn = lambda: op_forward(plan, b.q, b.k_cache, b.v_cache, b.kv_indices, out, lse, None, po, pl)  # noqa: E731
-else:
-    fn, why = flashinfer_decode(b.q, b.k_cache, b.v_cache, b.kv_indices, b.kv_indptr, b.seq_lens,
-                                c.get("page", 16), out)
-    assert fn is not None, why
-for _ in range(3):  # ncu profiles the third launch
-    fn()
-torch.cuda.synchronize()
-PY
 SECTIONS="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
   --section Occupancy --section LaunchStats --section InstructionStats"
 profile() {  # who kernel-regex [extra]
   start=$(date +%s)
   timeout 150 ncu --clock-control none --kernel-name "regex:$2" --launch-skip 2 --launch-count 1 $SECTIONS \
-    ${3:-} -f -o "/tmp/$1" python3 /tmp/one_decode.py "$1" "$CASE" > "$OUT/$1_ncu.log" 2>&1
+    ${3:-} -f -o "/tmp/$1" python3 tools/pending/one_decode.py "$1" "$CASE" > "$OUT/$1_ncu.log" 2>&1
   echo "== $1: rc=$? ($(( $(date +%s) - start )) s)"; tail -2 "$OUT/$1_ncu.log"
   ncu --import "/tmp/$1.ncu-rep" --page details > "$OUT/$1.txt" 2>&1
   grep -E " Name|Duration|Warp Cycles Per Issued|Issued Warp|Issue Slots Busy|No Eligible|Active Warps Per|Eligible Warps|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Size|Grid Size|Dynamic Shared|Executed Instructions  |Memory Throughput|DRAM Throughput|Compute \(SM\)|Block Limit" "$OUT/$1.txt" | head -40

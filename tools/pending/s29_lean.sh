@@ -13,33 +13,6 @@ bench() {  # tag
   timeout 60 python3 tools/pending/confined_stream.py --decode-only --sms 16,44 --cases H,F --no-fi \
     > "$OUT/conf_$1.txt" 2>&1; grep "ma_dec" "$OUT/conf_$1.txt"
 }
-cat > /tmp/one_decode.py <<'PY'
-import os, sys
-sys.path.insert(0, os.path.join(os.getcwd(), "benchmarks"))
-sys.path.insert(0, os.path.join(os.getcwd(), "python"))
-import torch
-from bench_decode import CASES, flashinfer_decode, make_case
-from mixed_attn.testing import OpPlan, op_forward
-who, name = sys.argv[1], sys.argv[2]
-c = CASES[name]
-b = make_case(**c)
-out = torch.empty_like(b.q)
-if who == "ours":
-    lse = torch.empty(b.q.shape[0], c["Hq"], device="cuda")
-    plan = OpPlan(b.qo_indptr, b.kv_indptr, b.seq_lens, c.get("page", 16), c["Hq"], c["Hkv"], c["D"],
-                  kv_dtype=b.k_cache.dtype, ctas_per_sm=2)
-    slots = max(plan.num_partials, 1)
-    po = torch.empty(slots, c["Hq"], c["D"], device="cuda")
-    pl = torch.empty(slots, c["Hq"], device="cuda")
-    fn = lambda: op_forward(plan, b.q, b.k_cache, b.v_cache, b.kv_indices, out, lse, None, po, pl)  # noqa: E731
-else:
-    fn, why = flashinfer_decode(b.q, b.k_cache, b.v_cache, b.kv_indices, b.kv_indptr, b.seq_lens,
-                                c.get("page", 16), out)
-    assert fn is not None, why
-for _ in range(3):  # ncu profiles the third launch
-    fn()
-torch.cuda.synchronize()
-PY
 build_subset
 echo "== before"; bench before
 git apply tools/pending/decode_lean_copies.patch || patch -p1 < tools/pending/decode_lean_copies.patch
@@ -49,5 +22,5 @@ timeout 150 python3 -m pytest -q -x -p no:cacheprovider tests/test_cuda_decode.p
 echo "== after"; bench after
 timeout 60 ncu --clock-control none --kernel-name "regex:decode_split" --launch-skip 2 --launch-count 1 \
   --section SpeedOfLight --section WarpStateStats --section InstructionStats \
-  python3 /tmp/one_decode.py ours H > "$OUT/ncu_after.txt" 2>&1 || true
+  python3 tools/pending/one_decode.py ours H > "$OUT/ncu_after.txt" 2>&1 || true
 grep -E "Duration|Executed Instructions  |Issued Warp|No Eligible" "$OUT/ncu_after.txt"
