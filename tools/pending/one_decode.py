@@ -2,12 +2,17 @@
 
     python tools/pending/one_decode.py ours|fi CASE
 """
-import os, sys
+import os
+import sys
+
+import torch
+
 sys.path.insert(0, os.path.join(os.getcwd(), "benchmarks"))
 sys.path.insert(0, os.path.join(os.getcwd(), "python"))
-import torch
-from bench_decode import CASES, flashinfer_decode, make_case
-from mixed_attn.testing import OpPlan, op_forward
+from bench_decode import CASES, flashinfer_decode, make_case  # noqa: E402
+
+from mixed_attn.testing import OpPlan, op_forward  # noqa: E402
+
 who, name = sys.argv[1], sys.argv[2]
 c = CASES[name]
 b = make_case(**c)
