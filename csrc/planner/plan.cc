@@ -263,20 +263,7 @@ std::string config_launch_policy(const PlanConfig& cfg, LaunchPolicy* out) {
   return e;
 }
 
-namespace {
-PlanResult plan_step_with(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_out, int64_t known_chunk);
-}  // namespace
-
 PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_out) {
-  return plan_step_with(cfg, in, meta_out, 0);
-}
-
-namespace {
-// known_chunk: step 2's decode chunk where the caller already chose it for this same step and
-// decode policy (steps 3e and 3f plan the step again with another extend launch: its decode half
-// is the same, and the chunk's search over candidates is most of a decode-heavy plan's host
-// time); 0: choose it.
-PlanResult plan_step_with(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_out, int64_t known_chunk) {
   PlanResult r;
   LaunchPolicy policy;
   if (std::string e = config_launch_policy(cfg, &policy); !e.empty()) {
@@ -395,8 +382,6 @@ PlanResult plan_step_with(const PlanConfig& cfg, const PlanInputs& in, int32_t* 
   if (cfg.deterministic) {
     // Depends on the configuration alone, never on the batch.
     chunk_all = round_up(cfg.fixed_split_tokens, align);
-  } else if (known_chunk > 0) {
-    chunk_all = known_chunk;
   } else {
     // SM-aware: enough (row, kv head, split) CTAs to fill the GPU, but never
     // splits shorter than min_split_tokens.
@@ -701,7 +686,7 @@ PlanResult plan_step_with(const PlanConfig& cfg, const PlanInputs& in, int32_t* 
     if (alt_us * kAltRowsMargin < extend_us) {
       PlanConfig alt_cfg = cfg;
       alt_cfg.request.extend_block_rows = alt_rows;
-      PlanResult a = plan_step_with(alt_cfg, in, meta_out, chunk_all);
+      PlanResult a = plan_step(alt_cfg, in, meta_out);
       // A plan of the other shape that does not fit the metadata buffer (more tiles): this one.
       if (a.ok) return a;
     }
@@ -790,7 +775,7 @@ PlanResult plan_step_with(const PlanConfig& cfg, const PlanInputs& in, int32_t* 
     if (est_fold_us < est_split_us) {
       PlanConfig fold_cfg = cfg;
       fold_cfg.mode = DispatchMode::kFold;
-      PlanResult f = plan_step_with(fold_cfg, in, meta_out, 0);
+      PlanResult f = plan_step(fold_cfg, in, meta_out);
       if (f.ok) {
         f.info[kPlanModeRequested] = int64_t(DispatchMode::kAuto);
         f.info[kPlanEstSplitNs] = int64_t(est_split_us * 1000.0);
@@ -805,7 +790,7 @@ PlanResult plan_step_with(const PlanConfig& cfg, const PlanInputs& in, int32_t* 
     PlanConfig leave_cfg = cfg;
     leave_cfg.request.extend_leave_sms = leave_sms;
     leave_cfg.mode = DispatchMode::kSplit;
-    PlanResult a = plan_step_with(leave_cfg, in, meta_out, chunk_all);
+    PlanResult a = plan_step(leave_cfg, in, meta_out);
     if (a.ok) {
       a.info[kPlanModeRequested] = int64_t(cfg.mode);
       if (auto_mode) {
@@ -895,7 +880,6 @@ PlanResult plan_step_with(const PlanConfig& cfg, const PlanInputs& in, int32_t* 
   r.ok = true;
   return r;
 }
-}  // namespace
 
 PlanView plan_view(const int64_t* info, const int32_t* meta) {
   PlanView v;
