@@ -577,6 +577,21 @@ def row_metrics(name, r, case, ceilings, res, elem):
     return (f / ms if f else None, fcopy / ms if fcopy else None, tbs, tfl)
 
 
+def row_note(name, r):
+    """A timed row's note: a mismatch, a half row, mode auto's choice, the SMs its plan left."""
+    notes = []
+    if r.get("mismatch"):
+        notes.append("MISMATCH vs fp32 reference")
+    if name in PARTIAL_ROWS:
+        notes.append(f"{PARTIAL_ROWS[name]} half only")
+    if r.get("chose"):
+        c = r["chose"]
+        notes.append(f"chose {c['mode']} (estimates: split {c['est_split_us']:.0f} us, fold {c['est_fold_us']:.0f} us)")
+    if (r.get("plan") or {}).get("extend_leave_sms"):
+        notes.append(f"{r['plan']['extend_leave_sms']} SMs left to the decode")
+    return "; ".join(notes)
+
+
 def format_row(name, r, case, ceilings, res, elem):
     if r["status"] != "ok":
         cell = f"{r['status']}: {r['why']}"
@@ -584,18 +599,9 @@ def format_row(name, r, case, ceilings, res, elem):
     pf, pc, tbs, tfl = row_metrics(name, r, case, ceilings, res, elem)
     r.update(frac_floor=pf, frac_floor_copy=pc, tbs_equiv=tbs, tflops_equiv=tfl)
     err = r.get("err")
-    note = ""
     if err is not None and (math.isnan(err) or err > MISMATCH_TOL):
-        note = "MISMATCH vs fp32 reference"
         r["mismatch"] = True
-    if name in PARTIAL_ROWS:
-        note = (note + "; " if note else "") + f"{PARTIAL_ROWS[name]} half only"
-    if r.get("chose"):
-        c = r["chose"]
-        note = (note + "; " if note else "") + (f"chose {c['mode']} (estimates: split {c['est_split_us']:.0f} us, "
-                                                f"fold {c['est_fold_us']:.0f} us)")
-    if (r.get("plan") or {}).get("extend_leave_sms"):
-        note = (note + "; " if note else "") + f"{r['plan']['extend_leave_sms']} SMs left to the decode"
+    note = row_note(name, r)
     cells = [C.fmt_ms(r["ms"]), C.fmt_pct(pf), C.fmt_pct(pc), _rate(tbs, 2), _rate(tfl, 0),
              f"{err:.1e}" if err is not None else "-", note]
     return f"{name:<14}  " + "  ".join(f"{c:>12}" for c in cells[:-1]) + "  " + cells[-1]

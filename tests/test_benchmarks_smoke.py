@@ -60,6 +60,9 @@ def test_bench_mixed_quick_cpu(tmp_path, capsys):
     assert plans["ma_split"]["mode"] == "split" and plans["ma_fold"]["mode"] == "fold"
     assert plans["ma_auto"]["mode"] == case["rows"]["ma_auto"]["chose"]["mode"]
     assert all(p["extend_leave_sms"] >= 0 for p in plans.values())
+    # A row whose plan left SMs to the decode says how many in its note; one that left none does not.
+    assert bench_mixed.row_note("ma_split", {"plan": {"extend_leave_sms": 33}}) == "33 SMs left to the decode"
+    assert bench_mixed.row_note("ma_split", {"plan": {"extend_leave_sms": 0}}) == ""
     chose = case["rows"]["ma_auto"]["chose"]  # the plan's choice and its two estimates
     assert chose["mode"] in ("split", "fold") and chose["est_split_us"] > 0 and chose["est_fold_us"] > 0
     assert data["plan_timing"]["rows"][-1]["rows"] == 256
