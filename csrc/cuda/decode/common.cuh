@@ -31,6 +31,9 @@ struct DecodeConsts {
   float cap_inner;      // cap: score_log2 = cap_outer * tanh((q.k_raw) * cap_inner)
   float cap_outer;
   bool has_cap;
+  // Byte strides of the caches (page, slot), for the copies' address math (tc_common.cuh): kernel
+  // parameters sit in uniform registers, so a row's address costs multiply-adds and no widening.
+  uint64_t k_page_bytes, k_slot_bytes, v_page_bytes, v_slot_bytes;
 };
 
 inline DecodeConsts make_consts(const AttentionCommon& a) {
@@ -46,6 +49,11 @@ inline DecodeConsts make_consts(const AttentionCommon& a) {
     c.page_shift = s;
     c.page_mask = a.page_size - 1;
   }
+  const uint64_t elem = a.kv_dtype == DType::kFloat8E4M3 ? 1 : 2;
+  c.k_page_bytes = uint64_t(a.k_stride_page) * elem;
+  c.k_slot_bytes = uint64_t(a.k_stride_slot) * elem;
+  c.v_page_bytes = uint64_t(a.v_stride_page) * elem;
+  c.v_slot_bytes = uint64_t(a.v_stride_slot) * elem;
   const float k_scale = a.kv_dtype == DType::kFloat8E4M3 ? a.k_scale : 1.0f;
   c.has_cap = a.logit_cap > 0.0f;
   c.score_scale = a.sm_scale * k_scale * kLog2e;

@@ -258,13 +258,18 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
       // layout). Scores are already in log2 units: multiplier 1.
       float alpha[2];
       online_softmax_step<extend_detail::AccLayoutMma16816, kHalves>(s, m_run, l_run, alpha, 1.0f);
+      // O's rescale only where a row's max moved in this warp: past the first tiles of a long
+      // split it rarely does, and multiplying by exactly 1 changes no bit, so skipping it keeps
+      // every result (and the deterministic plans' batch invariance) as it was.
+      if (__any_sync(0xffffffffu, alpha[0] != 1.0f || (kTwoHalves && alpha[1] != 1.0f))) {
 #pragma unroll
-      for (int j = 0; j < Tr::kDRun; ++j) {
-        o[j][0] *= alpha[0];
-        o[j][1] *= alpha[0];
-        if constexpr (kTwoHalves) {
-          o[j][2] *= alpha[1];
-          o[j][3] *= alpha[1];
+        for (int j = 0; j < Tr::kDRun; ++j) {
+          o[j][0] *= alpha[0];
+          o[j][1] *= alpha[0];
+          if constexpr (kTwoHalves) {
+            o[j][2] *= alpha[1];
+            o[j][3] *= alpha[1];
+          }
         }
       }
       const uint32_t pa0 = MmaType<MT>::pack(s[0][0], s[0][1]);

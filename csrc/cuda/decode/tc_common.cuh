@@ -120,7 +120,7 @@ struct KvRing {
   const char* v_base;
   uint32_t smem_base;
   int copy_chunk, copy_row0;
-  int page_ids[kRowsPerThread];
+  uint32_t page_ids[kRowsPerThread];
 
   __device__ __forceinline__ KvRing(const AttentionCommon& a, int kv_slot, int elem_bytes, unsigned char* smem) {
     const int tid = threadIdx.x;
@@ -133,32 +133,52 @@ struct KvRing {
     smem_base = smem_addr(smem);
   }
 
-  __device__ __forceinline__ void fetch_pages(const SplitView& sv, const DecodeConsts& c, int page_size, int tile) {
+  // A thread's rows are copy_row0 + i * kRowStep of every tile. Its copies are most of the
+  // kernel's instructions (benchmarks/RESULTS.md, session 29: with 2 warps a scheduler the
+  // instructions a byte cap the rate an SM streams, which is what the decode beside an extend
+  // has), so the address math is kept to unsigned 32 x 64-bit multiply-adds by the byte strides
+  // (DecodeConsts, uniform registers), the page size's power-of-two case has its own loop, and a
+  // key outside the split keeps page 0: its address stays inside the cache, so the zero-filling
+  // copy needs no second pointer.
+  template <bool kPow2>
+  __device__ __forceinline__ void fetch_rows(const SplitView& sv, const DecodeConsts& c, int page_size, int key0) {
 #pragma unroll
     for (int i = 0; i < kRowsPerThread; ++i) {
-      const int key = sv.key_begin + tile * kTileKeys + copy_row0 + i * kRowStep;
-      int slot;
-      page_ids[i] = (key < sv.key_end && key >= sv.visible_begin) ? page_of_key(sv, c, page_size, key, slot) : 0;
+      const int key = key0 + i * kRowStep;
+      const uint32_t index = kPow2 ? uint32_t(key) >> c.page_shift : uint32_t(key) / uint32_t(page_size);
+      page_ids[i] = (key < sv.key_end && key >= sv.visible_begin) ? uint32_t(sv.pages[index]) : 0u;
     }
   }
+  __device__ __forceinline__ void fetch_pages(const SplitView& sv, const DecodeConsts& c, int page_size, int tile) {
+    const int key0 = sv.key_begin + tile * kTileKeys + copy_row0;
+    if (c.page_shift >= 0) fetch_rows<true>(sv, c, page_size, key0);
+    else fetch_rows<false>(sv, c, page_size, key0);
+  }
 
+  template <bool kPow2>
+  __device__ __forceinline__ void issue_rows(const SplitView& sv, const DecodeConsts& c, int page_size, uint32_t stage,
+                                             int tile) {
+    const int key0 = sv.key_begin + tile * kTileKeys + copy_row0;
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      const int r = copy_row0 + i * kRowStep;
+      const int key = key0 + i * kRowStep;
+      const bool valid = key < sv.key_end && key >= sv.visible_begin;
+      const uint32_t slot = kPow2 ? uint32_t(key) & uint32_t(c.page_mask) : uint32_t(key) % uint32_t(page_size);
+      const uint64_t page = page_ids[i];
+      const uint32_t dst = stage + r * kRowBytes + ((copy_chunk ^ swizzle<kChunks>(r)) << 4);
+      const char* ks = k_base + (page * c.k_page_bytes + uint64_t(slot) * c.k_slot_bytes);
+      const char* vs = v_base + (page * c.v_page_bytes + uint64_t(slot) * c.v_slot_bytes);
+      cp_async_16(dst, ks, valid);
+      cp_async_16(dst + kTileKeys * kRowBytes, vs, valid);
+    }
+  }
   // Issues the copies of `tile` (its page ids fetched by fetch_pages) into its stage.
   __device__ __forceinline__ void issue(const SplitView& sv, const DecodeConsts& c, const AttentionCommon& a,
                                         int elem_bytes, int tile) {
     const uint32_t stage = smem_base + (tile % kStages) * kStageBytes;
-#pragma unroll
-    for (int i = 0; i < kRowsPerThread; ++i) {
-      const int r = copy_row0 + i * kRowStep;
-      const int key = sv.key_begin + tile * kTileKeys + r;
-      const bool valid = key < sv.key_end && key >= sv.visible_begin;
-      const int slot = c.page_shift >= 0 ? (key & c.page_mask) : key % a.page_size;
-      const int64_t page = page_ids[i];
-      const uint32_t dst = stage + r * kRowBytes + ((copy_chunk ^ swizzle<kChunks>(r)) << 4);
-      const char* ks = k_base + (page * a.k_stride_page + int64_t(slot) * a.k_stride_slot) * elem_bytes;
-      const char* vs = v_base + (page * a.v_stride_page + int64_t(slot) * a.v_stride_slot) * elem_bytes;
-      cp_async_16(dst, valid ? ks : k_base, valid);
-      cp_async_16(dst + kTileKeys * kRowBytes, valid ? vs : v_base, valid);
-    }
+    if (c.page_shift >= 0) issue_rows<true>(sv, c, a.page_size, stage, tile);
+    else issue_rows<false>(sv, c, a.page_size, stage, tile);
   }
 
   // The stream of a split, in two calls so that the caller can load its queries while the
