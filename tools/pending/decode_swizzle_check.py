@@ -1,0 +1,68 @@
+"""Bank-conflict check of the decode ring's 16-byte-unit swizzle (tc_common.cuh, swizzle()), by
+enumerating every 8-lane phase of its three read patterns (decode_v_ldmatrix.patch's claim):
+
+  QK   (both kernels): lanes g in {2p, 2p + 1} x t4 in 0..3 read row (16-key base) + g at chunk
+       4 cg + t4;
+  VRows (narrow kernel, fp8): lanes g in {2q, 2q + 1} x t4 read row 2 t4 + e at chunk
+       (kChunks / 8) g + h;
+  ldmatrix.trans (16-bit V, the patch): 8 lanes give rows 0..7 at one chunk.
+
+A phase is conflict-free when its 8 16-byte accesses fall in 8 distinct bank groups (row *
+kChunks + swizzled chunk, mod 8). Prints, for each row size, the present and the patch's swizzle
+(copied from the sources by hand: keep them in step) and how many swizzles pass all three.
+
+    python tools/pending/decode_swizzle_check.py
+"""
+
+import itertools
+
+
+def checks(k, s):
+    vchunks = k // 8
+
+    def qk():
+        return all(
+            len({((cg * 4 + t4) ^ s[(base + g) % 8]) % 8 for g in (2 * p, 2 * p + 1) for t4 in range(4)}) == 8
+            for base in (0, 8)
+            for p in range(4)
+            for cg in range(k // 4)
+        )
+
+    def vrows():
+        return all(
+            len({((vchunks * g + h) ^ s[(2 * t4 + e) % 8]) % 8 for g in (2 * q, 2 * q + 1) for t4 in range(4)}) == 8
+            for e in (0, 1)
+            for q in range(4)
+            for h in range(vchunks)
+        )
+
+    def ldmatrix():
+        return all(len({(c ^ s[r]) % 8 for r in range(8)}) == 8 for c in range(k))
+
+    return qk(), vrows(), ldmatrix()
+
+
+def present(k, r):
+    if k == 8:
+        return (((r >> 1) & 1) << 1) | ((((r >> 2) ^ r) & 1) << 2)
+    if k == 16:
+        return ((r >> 1) & 1) | ((((r >> 2) ^ r) & 1) << 2)
+    return ((r >> 1) & 3) | ((r & 1) << 2)
+
+
+def patched(k, r):
+    if k == 8:
+        return ((r >> 2) & 1) | (((r >> 1) & 1) << 1) | ((((r >> 2) ^ r) & 1) << 2)
+    if k == 16:
+        return ((r >> 1) & 1) | (((r >> 2) & 1) << 1) | ((((r >> 2) ^ r) & 1) << 2)
+    return ((r >> 1) & 3) | ((r & 1) << 2)
+
+
+if __name__ == "__main__":
+    print("chunks  swizzle                    (QK, VRows, ldmatrix)")
+    for k in (8, 16, 32):
+        for name, f in (("present", present), ("patched", patched)):
+            s = [f(k, r) for r in range(8)]
+            print(f"{k:6d}  {name} {s}  {checks(k, s)}")
+        n = sum(all(checks(k, s)) for s in itertools.product(range(8), repeat=8) if s[0] == 0)
+        print(f"{k:6d}  swizzles with s(0) = 0 passing all three: {n}")

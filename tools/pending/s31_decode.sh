@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Two decode patches, each against main on one machine (~8 minutes warm; lab build, head dims
+# 64/128, no fp8): the confined per-SM rate at 16 / 44 SMs (H, F), the decode tests with the
+# patch, and Nsight Compute's instruction count and top stall sites (main's is the lean decode's
+# first count: session 30 profiled only lean + page pairs).
+#   decode_page_list_prefetch.patch: each decode CTA asks L2 for its split's page list before
+#     its first copies (session 29: 17% of the stall samples on a page id fetched a tile ahead).
+#   decode_v_ldmatrix.patch: 16-bit V reaches P.V's MMA by ldmatrix.trans (no byte permutes,
+#     4 registers a load instead of 16), with a swizzle that keeps every read conflict-free
+#     (checked by enumerating the phases; fp8 keeps its path, the epilogue maps both layouts).
+# Land a patch whose tests pass and whose confined rate gains; before landing, the full build
+# and GPU suite (fp8, head dim 256) and memcheck / racecheck over the decode sanitize tests.
+# Carry [".peers", ".device_commit"]. Few files come back: keep $OUT small.
+set -uo pipefail
+source "$(dirname "$0")/peers_env.sh"
+conf() {  # tag
+  timeout 60 python3 tools/pending/confined_stream.py --decode-only --sms 16,44 --cases H,F --no-fi \
+    > "$OUT/conf_$1.txt" 2>&1; grep "ma_dec" "$OUT/conf_$1.txt"
+}
+prof() {  # tag
+  timeout 120 ncu --clock-control none --kernel-name "regex:decode_split" --launch-skip 2 --launch-count 1 \
+    --section SpeedOfLight --section WarpStateStats --section InstructionStats --section SourceCounters \
+    --import-source no -f -o "/tmp/ncu_$1" python3 tools/pending/one_decode.py ours H > /dev/null 2>&1
+  ncu --import "/tmp/ncu_$1.ncu-rep" --page details 2>/dev/null | grep -E "Duration|Executed Instructions  |Issued Warp|No Eligible"
+  ncu --import "/tmp/ncu_$1.ncu-rep" --page source --csv --print-source sass > "/tmp/sass_$1.csv" 2>/dev/null
+  python3 tools/ncu_stalls.py "/tmp/sass_$1.csv" --top 8 2>&1 | head -30
+}
+variant() {  # tag patch
+  git checkout -q -- csrc && git apply "tools/pending/$2" || { echo "$2 does not apply"; return; }
+  build_subset
+  timeout 150 python3 -m pytest -q -x -p no:cacheprovider tests/test_cuda_decode.py tests/test_verify_rows.py \
+    tests/test_cuda_decode_narrow.py > "$OUT/tests_$1.txt" 2>&1; tail -1 "$OUT/tests_$1.txt"
+  echo "== $1"; conf "$1"
+}
+build_subset
+echo "== main"; conf main; prof main
+variant ldmatrix decode_v_ldmatrix.patch; prof ldmatrix
+variant prefetch decode_page_list_prefetch.patch
