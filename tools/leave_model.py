@@ -38,13 +38,21 @@ def plan(case, **request):
 
 
 def measured(paths):
-    """{(case, N): ms} from bench_mixed JSONs (the mean where several runs hold a row)."""
+    """{(case, N): ms} from bench_mixed JSONs (the mean where several runs hold a row): the
+    ma_split_leaveN rows, and ma_split rows whose recorded plan names the N the policy chose."""
     runs = {}
     for path in paths:
         for c in json.load(open(path))["cases"]:
             for row, r in c["rows"].items():
-                if row.startswith("ma_split_leave") and "ms" in r:
-                    runs.setdefault((c["name"], int(row[len("ma_split_leave"):])), []).append(r["ms"])
+                if "ms" not in r:
+                    continue
+                if row.startswith("ma_split_leave"):
+                    n = int(row[len("ma_split_leave") :])
+                elif row == "ma_split" and "extend_leave_sms" in (r.get("plan") or {}):
+                    n = r["plan"]["extend_leave_sms"]
+                else:
+                    continue
+                runs.setdefault((c["name"], n), []).append(r["ms"])
     return {k: sum(v) / len(v) for k, v in runs.items()}
 
 
