@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Two decode patches, each against main on one machine (~8 minutes warm; lab build, head dims
+# Three decode patches, each against main on one machine (~4 minutes warm each; lab build, head dims
 # 64/128, no fp8): the confined per-SM rate at 16 / 44 SMs (H, F), the decode tests with the
 # patch, and Nsight Compute's instruction count and top stall sites (main's is the lean decode's
 # first count: session 30 profiled only lean + page pairs).
@@ -8,6 +8,9 @@
 #   decode_v_ldmatrix.patch: 16-bit V reaches P.V's MMA by ldmatrix.trans (no byte permutes,
 #     4 registers a load instead of 16), with a swizzle that keeps every read conflict-free
 #     (checked by enumerating the phases; fp8 keeps its path, the epilogue maps both layouts).
+#   decode_u32_strides.patch: the caches' page / slot byte strides as 32-bit numbers (a row's
+#     address two 32 x 32 -> 64-bit multiply-adds instead of four instructions each), forward
+#     refusing a cache whose strides pass 2^32 bytes (tests/test_bad_input.py's new case).
 # Land a patch whose tests pass and whose confined rate gains; before landing, the full build
 # and GPU suite (fp8, head dim 256) and memcheck / racecheck over the decode sanitize tests.
 # Carry [".peers", ".device_commit"]. Few files come back: keep $OUT small.
@@ -26,13 +29,20 @@ prof() {  # tag
   python3 tools/ncu_stalls.py "/tmp/sass_$1.csv" --top 8 2>&1 | head -30
 }
 variant() {  # tag patch
-  git checkout -q -- csrc && git apply "tools/pending/$2" || { echo "$2 does not apply"; return; }
+  git checkout -q -- csrc tests && git apply "tools/pending/$2" || { echo "$2 does not apply"; return; }
   build_subset
   timeout 150 python3 -m pytest -q -x -p no:cacheprovider tests/test_cuda_decode.py tests/test_verify_rows.py \
     tests/test_cuda_decode_narrow.py > "$OUT/tests_$1.txt" 2>&1; tail -1 "$OUT/tests_$1.txt"
   echo "== $1"; conf "$1"
 }
+# VARIANTS: which of them this call runs (all three take ~11 minutes warm: two calls, e.g.
+# VARIANTS="ldmatrix u32" then VARIANTS="prefetch" with PROFILE_MAIN=0).
 build_subset
-echo "== main"; conf main; prof main
-variant ldmatrix decode_v_ldmatrix.patch; prof ldmatrix
-variant prefetch decode_page_list_prefetch.patch
+echo "== main"; conf main; [ "${PROFILE_MAIN:-1}" = 1 ] && prof main
+for v in ${VARIANTS:-ldmatrix u32 prefetch}; do
+  case $v in
+    ldmatrix) variant ldmatrix decode_v_ldmatrix.patch; prof ldmatrix ;;
+    u32) variant u32 decode_u32_strides.patch; prof u32 ;;
+    prefetch) variant prefetch decode_page_list_prefetch.patch ;;
+  esac
+done
