@@ -5,7 +5,7 @@
 set -uo pipefail
 source "$(dirname "$0")/peers_env.sh"
 build_subset
-timeout 300 python3 tools/pending/confined_stream.py --sms ${SMS:-16,33,44,66,132} --cases ${DCASES:-L,F,H} \
+timeout 300 python3 benchmarks/bench_confined.py --sms ${SMS:-16,33,44,66,132} --cases ${DCASES:-L,F,H} \
   > "$OUT/confined.txt" 2>&1; tail -60 "$OUT/confined.txt"
 # Issue 14's TTFT question: is split's TTFT p95 above fold's on poisson (+7% in call 1, session 28's
 # +25%) the same on other draws of the trace? Four seeds, burst and poisson, split and fold.

@@ -17,7 +17,7 @@
 set -uo pipefail
 source "$(dirname "$0")/peers_env.sh"
 conf() {  # tag
-  timeout 60 python3 tools/pending/confined_stream.py --decode-only --sms 16,44 --cases H,F --no-fi \
+  timeout 60 python3 benchmarks/bench_confined.py --decode-only --sms 16,44 --cases H,F --no-fi \
     > "$OUT/conf_$1.txt" 2>&1; grep "ma_dec" "$OUT/conf_$1.txt"
 }
 prof() {  # tag

@@ -1,6 +1,9 @@
 """How fast one SM streams when only N SMs run the work (issues 14 and 15), on the GPU.
 
-    python tools/pending/confined_stream.py [--sms 16,33,44,66,132] [--cases L,F,H] [--no-fi]
+    python benchmarks/bench_confined.py [--sms 16,33,44,66,132] [--cases L,F,H] [--no-fi] [--decode-only]
+
+(tools/pending/confined_stream.py until session 30; its tables are benchmarks/RESULTS.md's
+sessions 29 and 30.)
 
 Why. A split step that leaves N SMs to the decode (plan.cc step 3f) runs the decode's stage 1 on
 those N SMs beside the extend; session 27's steps imply 23-47 GB/s an SM there, while the decode
@@ -24,7 +27,7 @@ import sys
 
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from bench_decode import CASES, flashinfer_decode, make_case  # noqa: E402
