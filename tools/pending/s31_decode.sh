@@ -28,8 +28,12 @@ prof() {  # tag
   ncu --import "/tmp/ncu_$1.ncu-rep" --page source --csv --print-source sass > "/tmp/sass_$1.csv" 2>/dev/null
   python3 tools/ncu_stalls.py "/tmp/sass_$1.csv" --top 8 2>&1 | head -30
 }
+APPLIED=""  # the patch in the tree now (.git does not travel: the previous one is reversed)
 variant() {  # tag patch
-  git checkout -q -- csrc tests && git apply "tools/pending/$2" || { echo "$2 does not apply"; return; }
+  if [ -n "$APPLIED" ]; then git apply -R "tools/pending/$APPLIED" || { echo "cannot reverse $APPLIED"; exit 1; }; fi
+  APPLIED=""
+  git apply "tools/pending/$2" || { echo "$2 does not apply"; return; }
+  APPLIED=$2
   build_subset
   timeout 150 python3 -m pytest -q -x -p no:cacheprovider tests/test_cuda_decode.py tests/test_verify_rows.py \
     tests/test_cuda_decode_narrow.py > "$OUT/tests_$1.txt" 2>&1; tail -1 "$OUT/tests_$1.txt"
@@ -37,6 +41,9 @@ variant() {  # tag patch
 }
 # VARIANTS: which of them this call runs (all three take ~11 minutes warm: two calls, e.g.
 # VARIANTS="ldmatrix u32" then VARIANTS="prefetch" with PROFILE_MAIN=0).
+# A warm machine keeps the last call's build, whose objects may be newer than this tree's copied
+# sources (session 30's "before" run reused the patched objects): rebuild what differs.
+touch csrc/cuda/decode/* csrc/cuda/arch/* csrc/torch/*
 build_subset
 echo "== main"; conf main; [ "${PROFILE_MAIN:-1}" = 1 ] && prof main
 for v in ${VARIANTS:-ldmatrix u32 prefetch}; do

@@ -7,6 +7,9 @@
 set -uo pipefail
 source "$(dirname "$0")/peers_env.sh"
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || echo "NOT AN H200: rows are for the H100 tables"
+# A warm machine keeps the last call's build, whose objects may be newer than this tree's copied
+# sources (session 30's "before" run reused the patched objects): rebuild what differs.
+touch csrc/cuda/decode/* csrc/cuda/arch/* csrc/torch/*
 build_subset
 timeout 150 python3 benchmarks/bench_decode.py --cases H,L,F,K,H-p1,L-p1,F-p1,K-p1 --policies sm2,det2048,fi \
   --json "$OUT/decode.json" > "$OUT/decode.txt" 2>&1
