@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Three decode patches, each against main on one machine (~4 minutes warm each; lab build, head dims
+# Four decode patches, each against main on one machine (~4 minutes warm each; lab build, head dims
 # 64/128, no fp8): the confined per-SM rate at 16 / 44 SMs (H, F), the decode tests with the
 # patch, and Nsight Compute's instruction count and top stall sites (main's is the lean decode's
 # first count: session 30 profiled only lean + page pairs).
@@ -8,6 +8,10 @@
 #   decode_v_ldmatrix.patch: 16-bit V reaches P.V's MMA by ldmatrix.trans (no byte permutes,
 #     4 registers a load instead of 16), with a swizzle that keeps every read conflict-free
 #     (checked by enumerating the phases; fp8 keeps its path, the epilogue maps both layouts).
+#   decode_whole_tiles.patch: a tile wholly inside the split's visible keys fetches its page ids
+#     and issues its copies without the per-row range tests (fewer instructions, but 13 KB more
+#     code in the default variant, as the page pairs that measured slower: if this one is slower
+#     too, code size is the suspect).
 #   decode_u32_strides.patch: the caches' page / slot byte strides as 32-bit numbers (a row's
 #     address two 32 x 32 -> 64-bit multiply-adds instead of four instructions each), forward
 #     refusing a cache whose strides pass 2^32 bytes (tests/test_bad_input.py's new case).
@@ -39,17 +43,18 @@ variant() {  # tag patch
     tests/test_cuda_decode_narrow.py > "$OUT/tests_$1.txt" 2>&1; tail -1 "$OUT/tests_$1.txt"
   echo "== $1"; conf "$1"
 }
-# VARIANTS: which of them this call runs (all three take ~11 minutes warm: two calls, e.g.
-# VARIANTS="ldmatrix u32" then VARIANTS="prefetch" with PROFILE_MAIN=0).
+# VARIANTS: which of them this call runs (~3.5 minutes each warm, main ~2.5: two calls, e.g.
+# VARIANTS="ldmatrix u32" then VARIANTS="whole prefetch" with PROFILE_MAIN=0).
 # A warm machine keeps the last call's build, whose objects may be newer than this tree's copied
 # sources (session 30's "before" run reused the patched objects): rebuild what differs.
 touch csrc/cuda/decode/* csrc/cuda/arch/* csrc/torch/*
 build_subset
 echo "== main"; conf main; [ "${PROFILE_MAIN:-1}" = 1 ] && prof main
-for v in ${VARIANTS:-ldmatrix u32 prefetch}; do
+for v in ${VARIANTS:-ldmatrix u32}; do
   case $v in
     ldmatrix) variant ldmatrix decode_v_ldmatrix.patch; prof ldmatrix ;;
     u32) variant u32 decode_u32_strides.patch; prof u32 ;;
     prefetch) variant prefetch decode_page_list_prefetch.patch ;;
+    whole) variant whole decode_whole_tiles.patch; prof whole ;;
   esac
 done
