@@ -107,7 +107,7 @@ __global__ void MA_DECODE_NARROW_BOUNDS(NarrowTraits<D, kFp8>::kThreads)
   const int all_end = query_key_end(sv, pair_query(0));
 
   typename Tr::Ring ring(a, kv_head, Tr::kElem, smem);
-  const int num_tiles = ring.start(sv, c, a, Tr::kElem);
+  const int num_tiles = ring.start(sv, c, a);
 
   // Q^T as the B operand of S^T = K Q^T: qf[cg][s] = pair g's words of k step s of chunk group
   // cg (b0, b1), in the d order of the K reads.
@@ -129,7 +129,7 @@ __global__ void MA_DECODE_NARROW_BOUNDS(NarrowTraits<D, kFp8>::kThreads)
   float m_run[2] = {-INFINITY, -INFINITY};  // per pair (log2 units)
   float l_run[2] = {0.0f, 0.0f};            // this lane's share of each pair's sum
 
-  ring.run(sv, c, a, Tr::kElem, num_tiles, smem, [&](int tile, const unsigned char* kbuf, const unsigned char* vbuf) {
+  ring.run(sv, c, a, num_tiles, smem, [&](int tile, const unsigned char* kbuf, const unsigned char* vbuf) {
     const int warp_row0 = 16 * warp;
     const int tile_key0 = sv.key_begin + tile * Tr::kTileKeys + warp_row0;
     if (tile_key0 >= sv.key_end) return;  // past the split

@@ -130,7 +130,7 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
 
   // ---- the K/V ring: its first tiles fly while the queries load --------------------
   typename Tr::Ring ring(a, kv_slot, Tr::kElem, smem);
-  const int num_tiles = ring.start(sv, c, a, Tr::kElem);
+  const int num_tiles = ring.start(sv, c, a);
 
   // ---- Q fragments (same d order as the K reads) -----------------------------
   // qf[cg][s][0] = rows g, k slots 2t..2t+1; [1] = k slots 2t+8..; [2],[3] rows g+8.
@@ -183,7 +183,7 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
   float m_run[2] = {-INFINITY, -INFINITY};  // running max per half (log2 units)
   float l_run[2] = {0.0f, 0.0f};            // this lane's share of the running sum
 
-  ring.run(sv, c, a, Tr::kElem, num_tiles, smem, [&](int tile, const unsigned char* kbuf, const unsigned char* vbuf) {
+  ring.run(sv, c, a, num_tiles, smem, [&](int tile, const unsigned char* kbuf, const unsigned char* vbuf) {
   // This warp's 16-key groups of the tile (kBlocks of them: the tile's 16 * kWarps keys
   // are shared among the kBlockWarps warps of each block).
 #pragma unroll

@@ -175,7 +175,7 @@ struct KvRing {
   }
   // Issues the copies of `tile` (its page ids fetched by fetch_pages) into its stage.
   __device__ __forceinline__ void issue(const SplitView& sv, const DecodeConsts& c, const AttentionCommon& a,
-                                        int elem_bytes, int tile) {
+                                        int tile) {
     const uint32_t stage = smem_base + (tile % kStages) * kStageBytes;
     if (c.page_shift >= 0) issue_rows<true>(sv, c, a.page_size, stage, tile);
     else issue_rows<false>(sv, c, a.page_size, stage, tile);
@@ -184,14 +184,13 @@ struct KvRing {
   // The stream of a split, in two calls so that the caller can load its queries while the
   // first copies fly. start: kStages - 1 tiles in flight, the next one's page ids fetched;
   // returns the split's tile count.
-  __device__ __forceinline__ int start(const SplitView& sv, const DecodeConsts& c, const AttentionCommon& a,
-                                       int elem_bytes) {
+  __device__ __forceinline__ int start(const SplitView& sv, const DecodeConsts& c, const AttentionCommon& a) {
     const int num_tiles = (sv.key_end - sv.key_begin + kTileKeys - 1) / kTileKeys;
 #pragma unroll
     for (int t = 0; t < kStages - 1; ++t) {
       if (t < num_tiles) {
         fetch_pages(sv, c, a.page_size, t);
-        issue(sv, c, a, elem_bytes, t);
+        issue(sv, c, a, t);
       }
       cp_async_commit();
     }
@@ -203,12 +202,12 @@ struct KvRing {
   // and every thread past the last tile (the ring's memory is free for other uses).
   template <class Body>
   __device__ __forceinline__ void run(const SplitView& sv, const DecodeConsts& c, const AttentionCommon& a,
-                                      int elem_bytes, int num_tiles, const unsigned char* smem, Body&& body) {
+                                      int num_tiles, const unsigned char* smem, Body&& body) {
     for (int tile = 0; tile < num_tiles; ++tile) {
       cp_async_wait<kStages - 2>();
       __syncthreads();  // tile is visible to all; the buffer of tile - 1 is free
       if (tile + kStages - 1 < num_tiles) {
-        issue(sv, c, a, elem_bytes, tile + kStages - 1);
+        issue(sv, c, a, tile + kStages - 1);
         if (tile + kStages < num_tiles) fetch_pages(sv, c, a.page_size, tile + kStages);
       }
       cp_async_commit();
