@@ -32,16 +32,19 @@ prof() {  # tag
   ncu --import "/tmp/ncu_$1.ncu-rep" --page source --csv --print-source sass > "/tmp/sass_$1.csv" 2>/dev/null
   python3 tools/ncu_stalls.py "/tmp/sass_$1.csv" --top 8 2>&1 | head -30
 }
-APPLIED=""  # the patch in the tree now (.git does not travel: the previous one is reversed)
-variant() {  # tag patch
-  if [ -n "$APPLIED" ]; then git apply -R "tools/pending/$APPLIED" || { echo "cannot reverse $APPLIED"; exit 1; }; fi
+APPLIED=""  # the patches in the tree now (.git does not travel: the previous ones are reversed)
+variant() {  # tag patch...
+  local tag=$1; shift
+  for a in $APPLIED; do git apply -R "tools/pending/$a" || { echo "cannot reverse $a"; exit 1; }; done
   APPLIED=""
-  git apply "tools/pending/$2" || { echo "$2 does not apply"; return; }
-  APPLIED=$2
+  for p in "$@"; do
+    git apply "tools/pending/$p" || { echo "$p does not apply"; return; }
+    APPLIED="$p $APPLIED"  # reversed last-first
+  done
   build_subset
   timeout 150 python3 -m pytest -q -x -p no:cacheprovider tests/test_cuda_decode.py tests/test_verify_rows.py \
-    tests/test_cuda_decode_narrow.py > "$OUT/tests_$1.txt" 2>&1; tail -1 "$OUT/tests_$1.txt"
-  echo "== $1"; conf "$1"
+    tests/test_cuda_decode_narrow.py > "$OUT/tests_$tag.txt" 2>&1; tail -1 "$OUT/tests_$tag.txt"
+  echo "== $tag"; conf "$tag"
 }
 # VARIANTS: which of them this call runs (~3.5 minutes each warm, main ~2.5: two calls, e.g.
 # VARIANTS="ldmatrix u32" then VARIANTS="whole prefetch" with PROFILE_MAIN=0).
@@ -56,5 +59,6 @@ for v in ${VARIANTS:-ldmatrix u32}; do
     u32) variant u32 decode_u32_strides.patch; prof u32 ;;
     prefetch) variant prefetch decode_page_list_prefetch.patch ;;
     whole) variant whole decode_whole_tiles.patch; prof whole ;;
+    combo) variant combo decode_v_ldmatrix.patch decode_u32_strides.patch ;;  # both, if each gains
   esac
 done
