@@ -13,7 +13,7 @@ conf() {  # tag
 APPLIED=""
 variant() {  # tag patch...
   local tag=$1; shift
-  [ $(( $(date +%s) - T0 )) -gt 500 ] && { echo "skip $tag (time)"; return; }
+  [ $(( $(date +%s) - T0 )) -gt ${GUARD:-500} ] && { echo "skip $tag (time)"; return; }
   for a in $APPLIED; do git apply -R "tools/pending/$a" || { echo "cannot reverse $a"; exit 1; }; done
   APPLIED=""
   for p in "$@"; do
