@@ -110,9 +110,8 @@ struct Sm90Shape {
 };
 template <int kHeadDim, int kWGs> struct Sm90Traits;
 template <int kWGs>
-struct Sm90Traits<64, kWGs>
-    : Sm90Shape<MA_SM90_D64_BN, MA_SM90_D64_ST, kWGs, 56, 224, 0, MA_SM90_D64_ST, MA_SM90_D64_ST, MA_SM90_D64_OVERLAP3 != 0> {
-};
+struct Sm90Traits<64, kWGs> : Sm90Shape<MA_SM90_D64_BN, MA_SM90_D64_ST, kWGs, 56, 224, 0, MA_SM90_D64_ST,
+                                        MA_SM90_D64_ST, MA_SM90_D64_OVERLAP3 != 0> {};
 // Lab overrides of the two-warpgroup register split at head dim 128 (with MA_SM90_D128_MAXNREG:
 // an extend CTA that leaves registers for a decode CTA on the same SM; docs/overlap_design.md).
 #ifndef MA_SM90_D128_PREGS2
