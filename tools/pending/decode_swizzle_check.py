@@ -9,7 +9,11 @@ enumerating every 8-lane phase of its three read patterns (decode_v_ldmatrix.pat
 
 A phase is conflict-free when its 8 16-byte accesses fall in 8 distinct bank groups (row *
 kChunks + swizzled chunk, mod 8). Prints, for each row size, the present and the patch's swizzle
-(copied from the sources by hand: keep them in step) and how many swizzles pass all three.
+(copied from the sources by hand: keep them in step) and how many swizzles pass all three; and
+the TMA engine's 128-byte swizzle (chunk ^ row within 128-byte rows: a 16-chunk row lands as two
+8-chunk boxes), which a ring filled by tensor copies would have to read: it fails QK's pattern
+(lanes 2p and 2p + 1 read the same four chunks of rows that differ in bit 0), so such a ring
+reads K by ldmatrix too.
 
     python tools/pending/decode_swizzle_check.py
 """
@@ -66,3 +70,4 @@ if __name__ == "__main__":
             print(f"{k:6d}  {name} {s}  {checks(k, s)}")
         n = sum(all(checks(k, s)) for s in itertools.product(range(8), repeat=8) if s[0] == 0)
         print(f"{k:6d}  swizzles with s(0) = 0 passing all three: {n}")
+    print(f"TMA 128-byte swizzle (8-chunk boxes): {checks(8, list(range(8)))}")
