@@ -18,13 +18,20 @@
 # Land a patch whose tests pass and whose confined rate gains; before landing, the full build
 # and GPU suite (fp8, head dim 256) and memcheck / racecheck over the decode sanitize tests.
 # Carry [".peers", ".device_commit"]. Few files come back: keep $OUT small.
+# QUICK=1, for a session with one call's device time: the confined rate alone (also at 132 SMs),
+# no Nsight Compute, the decode tests only for the ldmatrix patch (the one that moves data
+# differently), all four patches by default, and no variant started past GUARD seconds (500).
 set -uo pipefail
 source "$(dirname "$0")/peers_env.sh"
+QUICK=${QUICK:-0}
+T0=$(date +%s)
+SMS=16,44; [ "$QUICK" = 1 ] && SMS=16,44,132
 conf() {  # tag
-  timeout 60 python3 benchmarks/bench_confined.py --decode-only --sms 16,44 --cases H,F --no-fi \
+  timeout 90 python3 benchmarks/bench_confined.py --decode-only --sms $SMS --cases H,F --no-fi \
     > "$OUT/conf_$1.txt" 2>&1; grep "ma_dec" "$OUT/conf_$1.txt"
 }
 prof() {  # tag
+  [ "$QUICK" = 1 ] && return
   timeout 120 ncu --clock-control none --kernel-name "regex:decode_split" --launch-skip 2 --launch-count 1 \
     --section SpeedOfLight --section WarpStateStats --section InstructionStats --section SourceCounters \
     --import-source no -f -o "/tmp/ncu_$1" python3 tools/pending/one_decode.py ours H > /dev/null 2>&1
@@ -35,6 +42,7 @@ prof() {  # tag
 APPLIED=""  # the patches in the tree now (.git does not travel: the previous ones are reversed)
 variant() {  # tag patch...
   local tag=$1; shift
+  [ "$QUICK" = 1 ] && [ $(( $(date +%s) - T0 )) -gt ${GUARD:-500} ] && { echo "skip $tag (time)"; return; }
   for a in $APPLIED; do git apply -R "tools/pending/$a" || { echo "cannot reverse $a"; exit 1; }; done
   APPLIED=""
   for p in "$@"; do
@@ -42,8 +50,10 @@ variant() {  # tag patch...
     APPLIED="$p $APPLIED"  # reversed last-first
   done
   build_subset
-  timeout 150 python3 -m pytest -q -x -p no:cacheprovider tests/test_cuda_decode.py tests/test_verify_rows.py \
-    tests/test_cuda_decode_narrow.py > "$OUT/tests_$tag.txt" 2>&1; tail -1 "$OUT/tests_$tag.txt"
+  if [ "$QUICK" = 0 ] || [ "$tag" = ldmatrix ]; then
+    timeout 150 python3 -m pytest -q -x -p no:cacheprovider tests/test_cuda_decode.py tests/test_verify_rows.py \
+      tests/test_cuda_decode_narrow.py > "$OUT/tests_$tag.txt" 2>&1; tail -1 "$OUT/tests_$tag.txt"
+  fi
   echo "== $tag"; conf "$tag"
 }
 # VARIANTS: which of them this call runs (~3.5 minutes each warm, main ~2.5: two calls, e.g.
@@ -53,7 +63,8 @@ variant() {  # tag patch...
 touch csrc/cuda/decode/* csrc/cuda/arch/* csrc/torch/*
 build_subset
 echo "== main"; conf main; [ "${PROFILE_MAIN:-1}" = 1 ] && prof main
-for v in ${VARIANTS:-ldmatrix u32}; do
+DEFAULT_VARIANTS="ldmatrix u32"; [ "$QUICK" = 1 ] && DEFAULT_VARIANTS="u32 ldmatrix prefetch whole"
+for v in ${VARIANTS:-$DEFAULT_VARIANTS}; do
   case $v in
     ldmatrix) variant ldmatrix decode_v_ldmatrix.patch; prof ldmatrix ;;
     u32) variant u32 decode_u32_strides.patch; prof u32 ;;
@@ -62,3 +73,4 @@ for v in ${VARIANTS:-ldmatrix u32}; do
     combo) variant combo decode_v_ldmatrix.patch decode_u32_strides.patch ;;  # both, if each gains
   esac
 done
+echo "total $(( $(date +%s) - T0 )) s"
