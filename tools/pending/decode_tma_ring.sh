@@ -3,7 +3,7 @@
 # decode_v_ldmatrix.patch, with its lab flag MA_DECODE_TMA set to 1 here) against main: the
 # confined per-SM rate (H, F at 16 / 44 / 132 SMs: main ~50-52 GB/s an SM on an H100, FlashInfer's
 # cp.async decode 63-70, bulk copies 160), the decode tests on the TMA build (every 16-bit case of
-# a page size that is a multiple of 16 takes the new ring), then memcheck and racecheck over the
+# a page size that is a multiple of 16 takes the new ring), bench_decode H / F / L with FlashInfer, then memcheck and racecheck over the
 # sanitize subset while time is left (GUARD seconds, default 420). ~7 minutes warm.
 # SKIP_MAIN=1 when main's rate was measured on this machine already (s31_decode.sh).
 # Carry [".peers", ".device_commit"].
@@ -26,6 +26,10 @@ build_subset
 timeout 150 python3 -m pytest -q -x -p no:cacheprovider tests/test_cuda_decode.py tests/test_verify_rows.py \
   tests/test_cuda_decode_narrow.py > "$OUT/tests_tma.txt" 2>&1; echo "tests rc=$?"; tail -3 "$OUT/tests_tma.txt"
 echo "== tma"; conf tma
+# The whole-GPU decode against FlashInfer's on the TMA build (page size 16: the new ring; -p1: the
+# plain ring, as a check that nothing else moved).
+timeout 100 python3 benchmarks/bench_decode.py --cases H,F,L,H-p1 --policies sm2,fi > "$OUT/bench_decode_tma.txt" 2>&1
+grep -v "kernels:" "$OUT/bench_decode_tma.txt" | tail -14
 for tool in memcheck racecheck; do
   [ $(( $(date +%s) - T0 )) -gt ${GUARD:-420} ] && { echo "skip $tool (time)"; continue; }
   timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 python3 -m pytest -q -x -p no:cacheprovider \
