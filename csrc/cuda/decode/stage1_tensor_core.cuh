@@ -16,9 +16,10 @@
 // - Q.K sums over d, so d may be permuted as long as Q and K agree: each thread
 //   reads one contiguous 16-byte run of a K row and Q is loaded in the same
 //   order. That gives fp8 the same 16-byte loads as bf16.
-// - P.V's output columns may be permuted too: MMA column slot n of tile j holds
-//   d = n * D/8 + j, so a thread reads one contiguous run of each V row and
-//   writes contiguous output runs.
+// - 16-bit V reaches the MMA by ldmatrix.trans (B fragments straight from the key
+//   rows; output tile j holds d = 8 j ..). fp8 V, converted in registers, permutes
+//   P.V's output columns instead: MMA column slot n of tile j holds d = n * D/8 + j,
+//   so a thread reads one contiguous run of each V row.
 // - Rows are XOR-swizzled in 16-byte units so both access patterns are free of
 //   bank conflicts (see swizzle()).
 // fp8 e4m3 tiles are converted to fp16 in registers (exact) and multiplied in
@@ -80,6 +81,9 @@ struct TcTraits {
   static constexpr int kStepsPerChunk = kElemsPerChunk / 4;       // k16 MMA steps per chunk
   static constexpr int kDRun = D / 8;                             // contiguous d per output slot
   static constexpr int kVBytes = kDRun * kElem;                   // per thread per V row
+  // 16-bit V is read by ldmatrix.trans (output tile j: d = 8 j + 2 t + e); fp8 V by VRows and
+  // converted in registers (output slot n of tile j: d = n * kDRun + j).
+  static constexpr bool kVByLdmatrix = !kFp8;
   static constexpr int kCombineFloats = kWarps * 2 * 8 * D;       // per-warp O fragments
   static constexpr int kRingBytes =
       (kStages * kStageBytes > kCombineFloats * 4) ? kStages * kStageBytes : kCombineFloats * 4;
@@ -277,10 +281,25 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
       const uint32_t pa1 = kTwoHalves ? MmaType<MT>::pack(s[0][2], s[0][3]) : 0u;
       const uint32_t pa3 = kTwoHalves ? MmaType<MT>::pack(s[1][2], s[1][3]) : 0u;
 
-      // O += P V. This lane's V rows are keys 2t, 2t+1, 2t+8, 2t+9 of the warp's
-      // 16; its columns are d = g * D/8 + j of output tile j.
-      const VRows<Tr::kRowBytes> vrows(vbuf, warp_row0, t4);
-      if constexpr (Tr::kVBytes >= 16) {
+      // O += P V.
+      if constexpr (Tr::kVByLdmatrix) {
+        // 16-bit V: ldmatrix.trans hands each lane its B fragments straight from the key rows
+        // (lane l addresses key (l & 7) + 8 ((l >> 3) & 1) of the warp's 16 at chunk 2 m + (l >> 4)):
+        // output tile j holds d = 8 j + 2 t + e, the MMA's own column order.
+        const int key_row = warp_row0 + (lane & 7) + 8 * ((lane >> 3) & 1);
+        const unsigned char* vrow = vbuf + key_row * Tr::kRowBytes;
+        const int vsw = swizzle<Tr::kChunks>(key_row);
+#pragma unroll
+        for (int m = 0; m < Tr::kChunks / 2; ++m) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, vrow + (((2 * m + (lane >> 4)) ^ vsw) << 4));
+          mma_16816<MT>(o[2 * m], pa0, pa1, pa2, pa3, b[0], b[1]);
+          mma_16816<MT>(o[2 * m + 1], pa0, pa1, pa2, pa3, b[2], b[3]);
+        }
+      } else if constexpr (Tr::kVBytes >= 16) {
+        // fp8 V (converted in registers): this lane's V rows are keys 2t, 2t+1, 2t+8, 2t+9 of
+        // the warp's 16; its columns are d = g * D/8 + j of output tile j.
+        const VRows<Tr::kRowBytes> vrows(vbuf, warp_row0, t4);
 #pragma unroll
         for (int h = 0; h < Tr::kVBytes / 16; ++h) {
           const int chunk = g * (Tr::kVBytes / 16) + h;
@@ -288,25 +307,18 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
           vrows.load(chunk, x);
 #pragma unroll
           for (int w = 0; w < 4; ++w) {
-            if constexpr (kFp8) {
-              const int j = 16 * h + 4 * w;
-              const auto [lo01, lo23, hi01, hi23] = fp8_key_pairs(x, w);
-              mma_16816<MT>(o[j + 0], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01), e4m3x2_to_half2(lo23));
-              mma_16816<MT>(o[j + 1], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01 >> 16), e4m3x2_to_half2(lo23 >> 16));
-              mma_16816<MT>(o[j + 2], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01), e4m3x2_to_half2(hi23));
-              mma_16816<MT>(o[j + 3], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01 >> 16), e4m3x2_to_half2(hi23 >> 16));
-            } else {
-              const int j = 8 * h + 2 * w;
-              mma_16816<MT>(o[j], pa0, pa1, pa2, pa3, __byte_perm(x[0].w[w], x[1].w[w], 0x5410),
-                            __byte_perm(x[2].w[w], x[3].w[w], 0x5410));
-              mma_16816<MT>(o[j + 1], pa0, pa1, pa2, pa3, __byte_perm(x[0].w[w], x[1].w[w], 0x7632),
-                            __byte_perm(x[2].w[w], x[3].w[w], 0x7632));
-            }
+            const int j = 16 * h + 4 * w;
+            const auto [lo01, lo23, hi01, hi23] = fp8_key_pairs(x, w);
+            mma_16816<MT>(o[j + 0], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01), e4m3x2_to_half2(lo23));
+            mma_16816<MT>(o[j + 1], pa0, pa1, pa2, pa3, e4m3x2_to_half2(lo01 >> 16), e4m3x2_to_half2(lo23 >> 16));
+            mma_16816<MT>(o[j + 2], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01), e4m3x2_to_half2(hi23));
+            mma_16816<MT>(o[j + 3], pa0, pa1, pa2, pa3, e4m3x2_to_half2(hi01 >> 16), e4m3x2_to_half2(hi23 >> 16));
           }
         }
       } else {
         // 8 bytes per V row (D=64 fp8): d run of 8 elements.
         static_assert(Tr::kVBytes == 8 && kFp8, "unexpected V run");
+        const VRows<Tr::kRowBytes> vrows(vbuf, warp_row0, t4);
         Words8 x[4];
         vrows.load_half(g, x);
 #pragma unroll
@@ -340,15 +352,14 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
   }
   __syncthreads();
 
-  // Each item: one head, one output slot n (d = n * D/8 + j), 4 consecutive j.
-  constexpr int kJGroups = Tr::kDRun / 4;
+  // Each item: one head, 4 consecutive d of its row (D / 4 items a row). Where lane and tile hold
+  // d (o[j][2 half + e] of lane 4 g + t): 16-bit V (ldmatrix) d = 8 j + 2 t + e; fp8 V
+  // d = (2 t + e) * kDRun + j, so 4 consecutive d are 4 consecutive j of one (t, e).
   const bool final_out = sv.num_splits == 1;
   const float v_scale = a.kv_dtype == DType::kFloat8E4M3 ? a.v_scale : 1.0f;
-  for (int item = tid; item < rows * 8 * kJGroups; item += Tr::kThreads) {
-    const int r = item / (8 * kJGroups);
-    const int n = (item / kJGroups) % 8;
-    const int j0 = (item % kJGroups) * 4;
-    const int row_col = n * Tr::kDRun + j0;
+  for (int item = tid; item < rows * (D / 4); item += Tr::kThreads) {
+    const int r = item / (D / 4);
+    const int row_col = (item % (D / 4)) * 4;
     if (row_col / kHeadD != pair_sub(r)) continue;  // the other head's half (kKvPack = 2)
     const int dcol = row_col % kHeadD;
     const int hq = pair_head(r);
@@ -361,12 +372,17 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
     float lse;
     combine_parts<Tr::kBlockWarps>(&part_m[w0][rr], &part_l[w0][rr], 16, final_out, sink, v_scale, f, lse);
     float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    const int src_lane = 4 * (rr & 7) + (n >> 1);
+    // The float index of d = row_col + i in a warp's fragments (frag: [j][lane][e]).
+    auto frag_index = [&](int i) {
+      const int d = row_col + i;
+      if constexpr (Tr::kVByLdmatrix) return ((d >> 3) * 32 + 4 * (rr & 7) + ((d & 7) >> 1)) * 2 + (d & 1);
+      else return ((d % Tr::kDRun) * 32 + 4 * (rr & 7) + (d / Tr::kDRun >> 1)) * 2 + (d / Tr::kDRun & 1);
+    };
 #pragma unroll
     for (int w = 0; w < Tr::kBlockWarps; ++w) {
       const float* wf = frag + ((w0 + w) * 2 + (rr >> 3)) * 8 * D;
 #pragma unroll
-      for (int i = 0; i < 4; ++i) v[i] += f[w] * wf[((j0 + i) * 32 + src_lane) * 2 + (n & 1)];
+      for (int i = 0; i < 4; ++i) v[i] += f[w] * wf[frag_index(i)];
     }
     if (final_out) {
       QT* dst = static_cast<QT*>(a.out) + token * a.out_stride_token + int64_t(hq) * a.out_stride_head + dcol;

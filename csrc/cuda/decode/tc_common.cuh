@@ -13,14 +13,15 @@
 
 namespace mixed_attn::gpu::decode {
 
-// 16-byte-unit XOR swizzle of row r. Conditions (checked by hand for each row size): the QK
-// reads (rows 2p, 2p+1, or rows g and g + 8; chunks 4c + 0..3 per 8-lane phase) and the PV
-// reads (rows 2t + e, t = 0..3; the chunks of two adjacent output slots) both touch 8
-// distinct bank groups per phase.
+// 16-byte-unit XOR swizzle of row r. Conditions (tools/decode_swizzle_check.py reads these
+// expressions and enumerates every 8-lane phase; tests/test_decode_swizzle.py runs it): the QK reads (rows 2p, 2p+1, or rows g and g + 8; chunks 4c + 0..3 per
+// phase), the narrow kernel's and fp8's PV reads (VRows: rows 2t + e, t = 0..3; the chunks of
+// two adjacent output slots) and the 16-bit PV reads by ldmatrix.trans (rows 0..7 of a 16-key
+// group at one chunk) all touch 8 distinct bank groups per phase.
 template <int kChunks>
 __device__ __forceinline__ int swizzle(int r) {
-  if constexpr (kChunks == 8) return (((r >> 1) & 1) << 1) | ((((r >> 2) ^ r) & 1) << 2);
-  else if constexpr (kChunks == 16) return ((r >> 1) & 1) | ((((r >> 2) ^ r) & 1) << 2);
+  if constexpr (kChunks == 8) return ((r >> 2) & 1) | (((r >> 1) & 1) << 1) | ((((r >> 2) ^ r) & 1) << 2);
+  else if constexpr (kChunks == 16) return ((r >> 1) & 1) | (((r >> 2) & 1) << 1) | ((((r >> 2) ^ r) & 1) << 2);
   else if constexpr (kChunks == 32) return ((r >> 1) & 3) | ((r & 1) << 2);
   else return 0;  // 64-byte rows (D=64 fp8): two rows share a bank line, no swizzle
 }
@@ -140,22 +141,30 @@ struct KvRing {
   // (DecodeConsts, uniform registers), the page size's power-of-two case has its own loop, and a
   // key outside the split keeps page 0: its address stays inside the cache, so the zero-filling
   // copy needs no second pointer.
-  template <bool kPow2>
+  // kWhole: every key of the tile inside the split's visible range [visible_begin, key_end) (all
+  // but a split's first and last tiles, usually): no per-row range test and no zero-filling copy.
+  __device__ __forceinline__ bool whole_tile(const SplitView& sv, int tile) const {
+    const int first = sv.key_begin + tile * kTileKeys;
+    return first >= sv.visible_begin && first + kTileKeys <= sv.key_end;
+  }
+  template <bool kPow2, bool kWhole>
   __device__ __forceinline__ void fetch_rows(const SplitView& sv, const DecodeConsts& c, int page_size, int key0) {
 #pragma unroll
     for (int i = 0; i < kRowsPerThread; ++i) {
       const int key = key0 + i * kRowStep;
       const uint32_t index = kPow2 ? uint32_t(key) >> c.page_shift : uint32_t(key) / uint32_t(page_size);
-      page_ids[i] = (key < sv.key_end && key >= sv.visible_begin) ? uint32_t(sv.pages[index]) : 0u;
+      const bool valid = kWhole || (key < sv.key_end && key >= sv.visible_begin);
+      page_ids[i] = valid ? uint32_t(sv.pages[index]) : 0u;
     }
   }
   __device__ __forceinline__ void fetch_pages(const SplitView& sv, const DecodeConsts& c, int page_size, int tile) {
     const int key0 = sv.key_begin + tile * kTileKeys + copy_row0;
-    if (c.page_shift >= 0) fetch_rows<true>(sv, c, page_size, key0);
-    else fetch_rows<false>(sv, c, page_size, key0);
+    if (c.page_shift >= 0 && whole_tile(sv, tile)) fetch_rows<true, true>(sv, c, page_size, key0);
+    else if (c.page_shift >= 0) fetch_rows<true, false>(sv, c, page_size, key0);
+    else fetch_rows<false, false>(sv, c, page_size, key0);
   }
 
-  template <bool kPow2>
+  template <bool kPow2, bool kWhole>
   __device__ __forceinline__ void issue_rows(const SplitView& sv, const DecodeConsts& c, int page_size, uint32_t stage,
                                              int tile) {
     const int key0 = sv.key_begin + tile * kTileKeys + copy_row0;
@@ -163,7 +172,7 @@ struct KvRing {
     for (int i = 0; i < kRowsPerThread; ++i) {
       const int r = copy_row0 + i * kRowStep;
       const int key = key0 + i * kRowStep;
-      const bool valid = key < sv.key_end && key >= sv.visible_begin;
+      const bool valid = kWhole || (key < sv.key_end && key >= sv.visible_begin);
       const uint32_t slot = kPow2 ? uint32_t(key) & uint32_t(c.page_mask) : uint32_t(key) % uint32_t(page_size);
       const uint64_t page = page_ids[i];
       const uint32_t dst = stage + r * kRowBytes + ((copy_chunk ^ swizzle<kChunks>(r)) << 4);
@@ -177,8 +186,9 @@ struct KvRing {
   __device__ __forceinline__ void issue(const SplitView& sv, const DecodeConsts& c, const AttentionCommon& a,
                                         int tile) {
     const uint32_t stage = smem_base + (tile % kStages) * kStageBytes;
-    if (c.page_shift >= 0) issue_rows<true>(sv, c, a.page_size, stage, tile);
-    else issue_rows<false>(sv, c, a.page_size, stage, tile);
+    if (c.page_shift >= 0 && whole_tile(sv, tile)) issue_rows<true, true>(sv, c, a.page_size, stage, tile);
+    else if (c.page_shift >= 0) issue_rows<true, false>(sv, c, a.page_size, stage, tile);
+    else issue_rows<false, false>(sv, c, a.page_size, stage, tile);
   }
 
   // The stream of a split, in two calls so that the caller can load its queries while the

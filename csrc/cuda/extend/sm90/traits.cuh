@@ -61,12 +61,6 @@ namespace mixed_attn::gpu::extend_detail {
 #ifndef MA_SM90_OVERLAP
 #define MA_SM90_OVERLAP 1
 #endif
-// Lab: 1 keeps the S/PV overlap with three consumer warpgroups at head dim 64, where O is 32
-// registers a thread, so S(t) (64), P(t-1) (32) and O fit the consumers' 160 (FA3's head-dim-64
-// shape: 192 rows, intra-warpgroup overlap, 160 registers).
-#ifndef MA_SM90_D64_OVERLAP3
-#define MA_SM90_D64_OVERLAP3 0
-#endif
 
 // Consumer warpgroups (64 query rows each): MA_SM90_D{64,128,256}_WGS, defined in
 // mixed_attn/launch_policy.h, whose extend_sm90_block_rows the planner cuts tiles by. Three share
@@ -91,7 +85,7 @@ namespace mixed_attn::gpu::extend_detail {
 #endif
 
 template <int kBN, int kST, int kWGs, int kProducerRegsIf2, int kConsumerRegsIf2, int kMaxNreg = 0, int kKST = kST,
-          int kVST = kST, bool kOverlapIf3 = false>
+          int kVST = kST>
 struct Sm90Shape {
   static_assert(kWGs == 2 || kWGs == 3, "two or three consumer warpgroups");
   static constexpr int kBlockN = kBN, kStages = kST, kConsumerWGs = kWGs;
@@ -101,7 +95,7 @@ struct Sm90Shape {
   // Registers per thread after setmaxnreg: 128 * producer + 128 * kWGs * consumer <= 64K.
   static constexpr int kProducerRegs = kWGs == 2 ? kProducerRegsIf2 : 32;
   static constexpr int kConsumerRegs = kWGs == 2 ? kConsumerRegsIf2 : 160;
-  static constexpr bool kOverlap = MA_SM90_OVERLAP != 0 && (kWGs == 2 || kOverlapIf3);
+  static constexpr bool kOverlap = MA_SM90_OVERLAP != 0 && kWGs == 2;
   // Registers a thread is launched with (MA_SM90_KERNEL_BOUNDS): kMaxNreg, or the register file
   // shared by one CTA's threads (multiples of 8).
   static constexpr int kLaunchRegs = kMaxNreg > 0 ? kMaxNreg : 65536 / kThreads / 8 * 8;
@@ -109,9 +103,7 @@ struct Sm90Shape {
                 "the roles' registers must fit the CTA's");
 };
 template <int kHeadDim, int kWGs> struct Sm90Traits;
-template <int kWGs>
-struct Sm90Traits<64, kWGs> : Sm90Shape<MA_SM90_D64_BN, MA_SM90_D64_ST, kWGs, 56, 224, 0, MA_SM90_D64_ST,
-                                        MA_SM90_D64_ST, MA_SM90_D64_OVERLAP3 != 0> {};
+template <int kWGs> struct Sm90Traits<64, kWGs> : Sm90Shape<MA_SM90_D64_BN, MA_SM90_D64_ST, kWGs, 56, 224> {};
 // Lab overrides of the two-warpgroup register split at head dim 128 (with MA_SM90_D128_MAXNREG:
 // an extend CTA that leaves registers for a decode CTA on the same SM; docs/overlap_design.md).
 #ifndef MA_SM90_D128_PREGS2
