@@ -16,6 +16,10 @@ apart: a programmatic (PDL) launch cannot start inside the previous call's merge
 KV bytes = sum over decode rows of seq_len * Hkv * D * 2 (K and V) * the cache element's bytes (2, fp8 1).
 floor = KV bytes / ceiling; the printed fractions are floor / time (1.0 = at
 the ceiling). The merge kernel, when the plan splits rows, is inside the time.
+The `paged` row is a third ceiling, the case's own: a Triton kernel that reads this case's K
+and V pages once, in the rows' order, with no attention math (common.paged_read_fn): pages of a
+few KB scattered over a pool, where the read-only ceiling streams one buffer. "X / paged" is a
+policy's time over it (issue 15: how much of F's distance to the read floor its pages alone cost).
 
 Measured on an H200 (2026-12-04, session 22, this timing; default policy sm2; floor/time against
 read-only; FlashInfer's tensor-core decode in the same call; benchmarks/RESULTS.md):
@@ -47,7 +51,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "python"))
-from common import Timer, kernel_us, last_page_lens, measure_ceilings  # noqa: E402
+from common import Timer, kernel_us, last_page_lens, measure_ceilings, paged_read_fn  # noqa: E402
 from mixed_attn.plan_info import field  # noqa: E402
 from mixed_attn.testing import OpPlan, make_batch, op_forward  # noqa: E402
 
@@ -147,8 +151,9 @@ def make_case(rows, seq, Hq, Hkv, D, page=16, kv="bf16", seed=0):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default="H,L,F,G")
-    ap.add_argument("--policies", default=",".join(n for n, _ in POLICIES) + ",fi",
-                    help="comma list of the policies below, and fi for FlashInfer's decode")
+    ap.add_argument("--policies", default=",".join(n for n, _ in POLICIES) + ",fi,paged",
+                    help="comma list of the policies below, fi for FlashInfer's decode and paged for "
+                         "the paged-read ceiling (the case's pages read once, no math)")
     ap.add_argument("--phases", action="store_true",
                     help="also print each of our rows' kernels' GPU times (torch.profiler)")
     ap.add_argument("--flush", default="write", choices=("write", "read"),
@@ -223,6 +228,18 @@ def main():
                       f"{r['frac_copy']:.3f}  read {r['frac_read']:.3f}", flush=True)
                 for pname, t in mine.items():
                     print(f"{name:2s} {pname} / fi_dec: {t / t_fi:.3f}x", flush=True)
+        if "paged" in args.policies.split(","):
+            # The paged-read ceiling: this case's K and V pages read once in the rows' order, no
+            # attention math (common.paged_read_fn): what the access pattern alone allows.
+            fn, _, paged_bytes = paged_read_fn(kc, vc, kvi)
+            t_pg = timer.time(fn)["ms"]
+            r = dict(case=name, policy="paged", splits=0, partials=0, ms=t_pg, bytes=paged_bytes,
+                     tbps=paged_bytes / (t_pg * 1e-3) / 1e12, frac_read=paged_bytes / read_bw / (t_pg * 1e-3))
+            results.append(r)
+            print(f"{name:2s} paged    {t_pg:.4f} ms  {r['tbps']:.3f} TB/s  floor/time: read {r['frac_read']:.3f}  "
+                  f"({paged_bytes // (2 * kvi.numel())}-byte pages)", flush=True)
+            for pname, t in mine.items():
+                print(f"{name:2s} {pname} / paged: {t / t_pg:.3f}x", flush=True)
         del b, q, kc, vc, out
         torch.cuda.empty_cache()
     if args.json:

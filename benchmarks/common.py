@@ -527,6 +527,62 @@ def _stream_read_kernel():
     return _STREAM_KERNEL
 
 
+_PAGED_KERNEL = None
+
+
+def _paged_read_kernel():
+    """A Triton kernel that reads the K and V pages an index list names, PAGES of them a program,
+    each page's words in BLOCK-wide loads, and writes one int32 (the wrapped sum) a program."""
+    global _PAGED_KERNEL, tl
+    if _PAGED_KERNEL is None:
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def paged_read(k_ptr, v_ptr, idx_ptr, out_ptr, n_pages, PAGE_WORDS: tl.constexpr, BLOCK: tl.constexpr,
+                       PAGES: tl.constexpr):
+            pid = tl.program_id(0)
+            acc = tl.zeros([BLOCK], dtype=tl.int32)
+            for j in range(PAGES):
+                i = pid * PAGES + j
+                ok = (tl.zeros([BLOCK], dtype=tl.int32) + i) < n_pages  # the last program's tail
+                page = tl.load(idx_ptr + tl.minimum(i, n_pages - 1)).to(tl.int64)
+                for c in range(PAGE_WORDS // BLOCK):
+                    offs = page * PAGE_WORDS + c * BLOCK + tl.arange(0, BLOCK)
+                    acc += tl.load(k_ptr + offs, mask=ok, other=0) + tl.load(v_ptr + offs, mask=ok, other=0)
+            tl.store(out_ptr + pid, tl.sum(acc, axis=0))
+
+        _PAGED_KERNEL = paged_read
+    return _PAGED_KERNEL
+
+
+def paged_read_fn(k_cache, v_cache, kv_indices):
+    """A paged-read ceiling: (fn, out, bytes). fn reads, once each, the K and V pages kv_indices
+    names, in its order (a row's pages in turn), one program a few pages, no attention math:
+    the bytes and the access pattern of a decode over these pages (pages of a few KB scattered
+    over a pool, where the read-only ceiling streams one buffer). out holds one int32 a program
+    (the wrapped sum of its words, for a check); bytes counts the words read."""
+    num_pages = k_cache.shape[0]
+    k = k_cache.contiguous().view(torch.uint8).reshape(num_pages, -1)
+    v = v_cache.contiguous().view(torch.uint8).reshape(num_pages, -1)
+    page_bytes = k.shape[1]
+    if page_bytes % 4 != 0 or (page_bytes // 4) & (page_bytes // 4 - 1) != 0:
+        raise ValueError(f"paged read: a page of {page_bytes} bytes is not a power-of-two number of words")
+    k, v = k.view(torch.int32), v.view(torch.int32)
+    words = page_bytes // 4
+    block = min(words, 1024)
+    pages = max(1, 32768 // words)  # ~128 KB of K and V a program
+    idx = kv_indices.to(device=k.device, dtype=torch.int32).contiguous()
+    n = idx.numel()
+    grid = ((n + pages - 1) // pages,)
+    out = torch.empty(grid[0], dtype=torch.int32, device=k.device)
+    kern = _paged_read_kernel()
+
+    def fn():
+        kern[grid](k, v, idx, out, n, PAGE_WORDS=words, BLOCK=block, PAGES=pages, num_warps=4)
+    return fn, out, 2 * n * page_bytes
+
+
 def measure_ceilings(device, quick=False, log=print):
     """Copy bandwidth (read+write bytes), read-only bandwidth and bf16 matmul rate, measured here.
 

@@ -246,3 +246,35 @@ def test_serve_replay_split_leave0_mode_leaves_no_sms(tmp_path):
     got = {r["mode"]: r for r in json.loads(js.read_text())["results"]}
     assert got["split_leave0"]["status"] == "ok"
     assert got["split_leave0"]["metrics"]["generated_tokens"] == got["split"]["metrics"]["generated_tokens"]
+
+
+@pytest.mark.parametrize("page_size,heads,head_dim,dtype", [(16, 1, 128, torch.bfloat16), (1, 8, 128, torch.bfloat16),
+                                                             (16, 2, 64, torch.float8_e4m3fn)])
+def test_paged_read_ceiling_reads_every_named_page(page_size, heads, head_dim, dtype):
+    # The paged-read ceiling (bench_decode's `paged` row) reads exactly the K and V pages the index
+    # list names: each program's wrapped int32 sum equals the sum of its pages' words, and the
+    # byte count is theirs (triton interpreted on the CPU: small pools).
+    pytest.importorskip("triton")
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    g = torch.Generator().manual_seed(3)
+    num_pages = 37
+    shape = (num_pages, page_size, heads, head_dim * torch.empty(0, dtype=dtype).element_size())  # bytes
+    k = torch.randint(0, 256, shape, generator=g, dtype=torch.uint8).view(dtype).to(dev)
+    v = torch.randint(0, 256, shape, generator=g, dtype=torch.uint8).view(dtype).to(dev)
+    idx = torch.randperm(num_pages, generator=g)[:29].to(torch.int32)  # some pages of the pool, unordered
+    fn, out, nbytes = common.paged_read_fn(k, v, idx.to(dev))
+    out.fill_(-1)
+    fn()
+    page_bytes = page_size * heads * head_dim * k.element_size()
+    assert nbytes == 2 * idx.numel() * page_bytes
+    words = page_bytes // 4
+    kw = k.cpu().contiguous().view(torch.uint8).reshape(num_pages, -1).view(torch.int32).to(torch.int64)
+    vw = v.cpu().contiguous().view(torch.uint8).reshape(num_pages, -1).view(torch.int32).to(torch.int64)
+    assert kw.shape[1] == words
+    per_prog = max(1, 32768 // words)
+    got = out.cpu().to(torch.int64)
+    assert got.numel() == -(-idx.numel() // per_prog)
+    for p in range(got.numel()):
+        pages = idx[p * per_prog:(p + 1) * per_prog].long()
+        want = int((kw[pages].sum() + vw[pages].sum()) % (1 << 32))
+        assert int(got[p]) % (1 << 32) == want, f"program {p}"
