@@ -8,16 +8,18 @@
 # the counts when every row holds one slot; the KV save finds a token's row the same way.
 # Main, then the patch, on one machine: bench_decode's graph rows beside sm2 / det4096 / FI;
 # the patch's graph, decode, verify and wrapper tests; memcheck and racecheck over the sanitize
-# subset. ~7 minutes warm. Carry [".peers", ".device_commit"].
+# subset. ~7 minutes warm. Carry [".peers", ".device_commit"]. The bench rows include the paged-read
+# ceiling (bench_decode's `paged`): issue 15's question whether F's 85% of the read floor is its
+# 4 KB scattered pages' cost.
 # Predicted: graph and graph_replay within 0.5% of det4096 (the same decode shape) on H, F, G, K.
 set -uo pipefail
 source "$(dirname "$0")/peers_env.sh"
 T0=$(date +%s)
 CASES=${CASES:-H,F,G,K,L}
 bench() {  # tag
-  timeout 150 python3 benchmarks/bench_decode.py --cases $CASES --policies sm2,det4096,graph,graph_replay,fi \
+  timeout 150 python3 benchmarks/bench_decode.py --cases $CASES --policies sm2,det4096,graph,graph_replay,fi,paged \
     > "$OUT/bench_$1.txt" 2>&1; echo "== $1 (rc=$?)"
-  grep -E "(sm2|det4096|graph|graph_replay|fi_dec) +(splits|[0-9])|/ fi_dec" "$OUT/bench_$1.txt" \
+  grep -E "(sm2|det4096|graph|graph_replay|fi_dec|paged) +(splits|[0-9])|/ (fi_dec|paged)" "$OUT/bench_$1.txt" \
     | sed -E 's/splits.row<= *//; s/ TB.s.*read / read /; s/ +/ /g' | head -40
 }
 rm -rf build
