@@ -245,36 +245,6 @@ def test_an_extend_launch_may_leave_sms_to_the_decode():
             policy(H200, extend_leave_sms=bad)
 
 
-# decode_first (launch_policy.h): the decode's stage 1 launches first and the extend as its
-# programmatic dependent, in the steps whose decode has no merge, in split, non-graph-safe plans.
-def test_the_decode_launches_first_where_the_request_and_the_step_allow():
-    def first(info):
-        return field(info, "decode_first"), field(info, "extend_leave_sms"), field(info, "max_splits")
-
-    a = ([512] + [1] * 128, [0] + [4095] * 128)  # case A: a small extend beside 128 decodes at 4k
-    b = ([4096] + [1] * 64, [4096] + [8191] * 64)  # case B: the policy would leave 33 SMs
-    assert first(plan(H200, *a)) == (0, 0, 1)  # not requested: the extend first
-    assert first(plan(H200, *a, decode_first=1)) == (1, 0, 1)
-    assert first(plan(H200, *b, decode_first=1)) == (1, 0, 1)  # the request replaces the leave rule
-    assert first(plan(H200, *b)) == (0, 33, 1)
-    # Not in this step or plan: decode rows that split (their merge), no extend or no decode rows,
-    # fold mode, a graph-safe plan, a KV-split extend launch.
-    long_rows = ([512] + [1] * 2, [0] + [131071] * 2)
-    assert field(plan(H200, *long_rows, decode_first=1), "max_splits") > 1
-    assert field(plan(H200, *long_rows, decode_first=1), "decode_first") == 0
-    assert field(plan(H200, [1] * 8, [4095] * 8, decode_first=1), "decode_first") == 0
-    assert field(plan(H200, [512], [0], decode_first=1), "decode_first") == 0
-    assert field(plan(H200, *a, mode=1, decode_first=1), "decode_first") == 0
-    g = dict(graph_safe=1, graph_max_rows=129, graph_max_tokens=640, graph_max_extend_tokens=512)
-    assert field(plan(H200, *a, decode_first=1, **g), "decode_first") == 0
-    assert field(plan(H200, [64] + [1] * 4, [8192] + [4095] * 4, decode_first=1, extend_kv_splits=2),
-                 "decode_first") == 0
-    # Devices without programmatic launches refuse it (the order alone would change nothing).
-    for dev in (A100, MI300):
-        with pytest.raises(RuntimeError, match="decode_first=1 needs programmatic launches"):
-            policy(dev, decode_first=1)
-
-
 # The policy's choice (extend_leave_sms = -1, the default; plan.cc step 3f): a split step whose
 # decode half outweighs its extend leaves SMs to the decode where the estimate of the two halves
 # side by side (step_cost.h, overlapped_step_us) beats the launch planned for the extend alone.

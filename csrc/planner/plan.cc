@@ -854,14 +854,6 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   info[kPlanDecodeKvPack] = dshape.kv_pack;
   info[kPlanPdl] = policy.pdl ? 1 : 0;
   info[kPlanExtendLeaveSms] = leaves_sms && Nt > 0 ? policy.extend_leave_sms : 0;
-  // The decode's stage 1 first (the request's decode_first): where the step has both halves, its
-  // decode no merge (whose CTAs, waiting for stage 1 on every SM, would keep an extend CTA, which
-  // needs a whole SM, off until stage 1 ends), one extend CTA a (tile, head group) or a persistent
-  // launch, and a launch geometry of its own (a graph's captured order is the bucket's).
-  info[kPlanDecodeFirst] =
-      policy.decode_first && split && Nd > 0 && Nt > 0 && max_splits <= 1 && extend_kv_splits == 1 && !cfg.graph_safe
-          ? 1
-          : 0;
 
   // 5. Fill the buffer (only now: a rejected plan writes nothing).
   int32_t* m = meta_out;
@@ -920,7 +912,6 @@ PlanView plan_view(const int64_t* info, const int32_t* meta) {
   v.decode_cta_blocks = int32_t(info[kPlanDecodeCtaBlocks]);
   v.decode_kv_pack = int32_t(info[kPlanDecodeKvPack]);
   v.pdl = int32_t(info[kPlanPdl]);
-  v.decode_first = int32_t(info[kPlanDecodeFirst]);
   const bool graph = info[kPlanGraphSafe] != 0;
   v.maybe_counts = graph ? meta + info[kPlanOffCounts] : nullptr;
   v.graph_max_rows = int32_t(info[kPlanGraphMaxRows]);
@@ -941,7 +932,7 @@ const char* const* plan_config_field_names() {
       "extend_tile_tokens", "graph_safe", "graph_max_rows", "graph_max_tokens",
       "graph_max_extend_tokens", "graph_max_partials", "graph_max_kv_pages", "decode_max_q",
       "extend_persistent", "extend_item_parts", "pdl", "extend_block_rows", "extend_q_tma", "decode_kv_pack",
-      "extend_leave_sms", "decode_first", nullptr};
+      "extend_leave_sms", nullptr};
   // clang-format on
   return names;
 }
@@ -960,7 +951,7 @@ const char* const* plan_info_field_names() {
       "graph_max_rows", "graph_max_tokens", "graph_max_tiles", "graph_max_partials", "decode_max_q",
       "decode_max_q_policy", "decode_cta_blocks", "mode_requested", "est_split_ns", "est_fold_ns", "extend_ctas",
       "extend_cut_items", "extend_item_parts", "extend_cut_slot0", "off_extend_cut_counters", "pdl", "extend_q_tma",
-      "decode_kv_pack", "extend_leave_sms", "decode_first", nullptr};
+      "decode_kv_pack", "extend_leave_sms", nullptr};
   // clang-format on
   return names;
 }
@@ -1020,7 +1011,6 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
   c.request.extend_block_rows = int32_t(v[kCfgExtendBlockRows]);
   c.request.decode_kv_pack = int32_t(v[kCfgDecodeKvPack]);
   c.request.extend_leave_sms = int32_t(v[kCfgExtendLeaveSms]);
-  c.request.decode_first = int32_t(v[kCfgDecodeFirst]);
   if (c.request.extend_leave_sms < -1 || c.request.extend_leave_sms >= c.device.num_sms)
     return cat("extend_leave_sms must be -1 (policy) or in [0, num_sms - 1 = ", c.device.num_sms - 1, "], got ",
                c.request.extend_leave_sms);

@@ -2,18 +2,20 @@
 # Session 33, issue 14's A and C (a small extend beside a large decode: 1.007-1.010x / 1.00x
 # FlashInfer's BatchAttention on an H100). The extend runs first today and its CTAs hold nearly
 # every SM for its ~20 us while the decode waits; the decode's last wave then leaves SMs idle (A:
-# 1024 stage-1 CTAs in 264 slots, 3.9 waves). decode_first=1 (launch_policy.h; bench_mixed row
-# `ma_split_dfirst`) launches the decode's stage 1 first and the extend as its programmatic
+# 1024 stage-1 CTAs in 264 slots, 3.9 waves). decode_first.patch's decode_first=1 (launch_policy.h;
+# bench_mixed row `ma_split_dfirst`) launches the decode's stage 1 first and the extend as its programmatic
 # dependent, on the SMs the decode's last wave leaves, where the step's decode rows do not split.
 # One full build, then: bench_mixed ma_split / ma_split_dfirst / ma_dec with FlashInfer's rows
 # (A, C, H; B, D, K where the extend is large: expected slower; E, F split their rows: the
 # request changes nothing there, the control), the decode-first GPU tests (bit-equal to the
 # extend-first order, fp64 reference), memcheck and racecheck over the sanitize subset.
+# Land the patch if the tests and sanitizers pass (off by default, a policy only if A and C gain).
 # ~6 minutes warm. Predicted: A and C within 0.5% of the decode half alone, ~0.98-0.99x FI best.
 # Carry [".peers", ".device_commit"].
 set -uo pipefail
 source "$(dirname "$0")/peers_env.sh"
 T0=$(date +%s)
+git apply tools/pending/decode_first.patch || { echo "the patch does not apply"; exit 1; }
 rm -rf build
 start=$(date +%s)
 bash scripts/build_inplace.sh > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
