@@ -57,15 +57,9 @@ __global__ void __launch_bounds__(kSaveThreads) save_kv_kernel(const SaveKVParam
   const int token = blockIdx.x;
   const PlanView& plan = p.plan;
   // Graph-safe launches cover the bucket's tokens: padding past this step's is not saved.
-  if (token >= plan_count(plan, kCountTokens, plan.num_tokens)) return;
-  // Row owning this token: last b with qo_indptr[b] <= token.
-  int lo = 0, hi = plan_count(plan, kCountRows, plan.num_rows) - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (plan.qo_indptr[mid] <= token) lo = mid;
-    else hi = mid - 1;
-  }
-  const int row = lo;
+  const int tokens = plan_count(plan, kCountTokens, plan.num_tokens);
+  if (token >= tokens) return;
+  const int row = find_owner(plan.qo_indptr, plan_count(plan, kCountRows, plan.num_rows), tokens, token);
   const int extend_len = plan.qo_indptr[row + 1] - plan.qo_indptr[row];
   const int pos = plan.seq_lens[row] - extend_len + (token - plan.qo_indptr[row]);
   const int64_t page = p.kv_indices[plan.kv_indptr[row] + pos / p.page_size];

@@ -14,6 +14,7 @@
 #include "cuda/common/softmax.cuh"
 #include "mixed_attn/compat.h"
 #include "mixed_attn/params.h"
+#include "cuda/common/find_owner.h"
 #include "cuda/common/plan_counts.cuh"
 #include "mixed_attn/launch_policy.h"
 
@@ -88,10 +89,11 @@ __device__ __forceinline__ int32_t query_visible_begin(const SplitView& v, int32
 // Fills `v` for one split of one decode row; false when there is none. Normal plans
 // launch (split, head, decode row) grids sized by the longest row: (x, z) = (split, row),
 // and CTAs past a shorter row's splits exit. Graph-safe plans launch over the bucket's
-// arena slots (x = slot, z = 0), whose row is found by a search of the split offsets;
-// CTAs past the step's slots exit, and so do those on a slot of query i > 0 (a row of q
-// tokens holds q slots per split, split-major: the CTA of query 0's slot serves all q). (The search costs a few dependent loads per CTA, which
-// is measurable on many short splits, so normal plans keep the direct grid.)
+// arena slots (x = slot, z = 0), whose row find_owner finds in the split offsets (one
+// guess, exact when every row holds the same slots, else a search: dependent loads before
+// the CTA's first copy, so normal plans keep the direct grid); CTAs past the step's slots
+// exit, and so do those on a slot of query i > 0 (a row of q tokens holds q slots per
+// split, split-major: the CTA of query 0's slot serves all q).
 __device__ __forceinline__ bool load_split_view(const AttentionCommon& a, int x, int z, SplitView& v) {
   const PlanView& plan = a.plan;
   int d, s;
@@ -99,15 +101,11 @@ __device__ __forceinline__ bool load_split_view(const AttentionCommon& a, int x,
     d = z;
     s = x;
   } else {
-    const int num_rows = plan.maybe_counts[kCountDecodeRows];
-    if (num_rows == 0 || x >= plan.decode_split_indptr[num_rows]) return false;
-    int lo = 0, hi = num_rows - 1;  // last d with decode_split_indptr[d] <= x
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (plan.decode_split_indptr[mid] <= x) lo = mid;
-      else hi = mid - 1;
-    }
-    d = lo;
+    // kCountPartials: the step's decode slots, decode_split_indptr[num_rows] (read beside the
+    // row count, not after it).
+    const int slots = plan.maybe_counts[kCountPartials];
+    if (x >= slots) return false;
+    d = find_owner(plan.decode_split_indptr, plan.maybe_counts[kCountDecodeRows], slots, x);
     s = x - plan.decode_split_indptr[d];
   }
   const int32_t row = plan.decode_rows[d];
@@ -186,7 +184,12 @@ __global__ void decode_merge_kernel(const DecodeParams p) {
   const int item = blockIdx.x * warps + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   const int Hq = a.num_qo_heads;
-  if (item >= plan_count(a.plan, kCountDecodeRows, a.plan.num_decode_rows) * Hq) return;
+  const int rows = plan_count(a.plan, kCountDecodeRows, a.plan.num_decode_rows);
+  if (item >= rows * Hq) return;
+  // A graph-safe bucket launches the merge whenever a step may split; a step of one slot a row
+  // (one split of one query each: most decode-only steps) has nothing to merge, known from the
+  // counts alone, without the row's three dependent loads below.
+  if (a.plan.maybe_counts != nullptr && a.plan.maybe_counts[kCountPartials] == rows) return;
   const int d = item / Hq, h = item % Hq;
   const int row = a.plan.decode_rows[d];
   const int token0 = a.plan.qo_indptr[row];

@@ -24,7 +24,7 @@ enum PlanCount : int32_t {
   kCountTokens,       // T
   kCountDecodeRows,   // Nd
   kCountExtendTiles,  // Nt
-  kCountPartials,     // arena slots used
+  kCountPartials,     // decode arena slots used: decode_split_indptr[Nd] (cut extend items' not counted)
   kNumCounts
 };
 
