@@ -108,6 +108,10 @@ ROW_HELP.update({n: f"mixed_attn split, every row cut into rows of <= {q} new to
 LEAVE_SMS = (0, 22, 33, 44, 55, 66, 88, 110)
 STEP_LAUNCH_ROWS = {"ma_split_nc": dict(extend_item_parts=1), "ma_split_r128": dict(extend_block_rows=128),
                     "ma_split_r192": dict(extend_block_rows=192), "ma_split_np": dict(extend_persistent=0),
+                    # the decode's stage 1 first, the extend as its programmatic dependent,
+                    # wherever the step allows it (decode rows that do not split), or never
+                    # (the default: the policy's choice per step)
+                    "ma_split_dfirst": dict(decode_first=1), "ma_split_efirst": dict(decode_first=0),
                     **{f"ma_split_leave{n}": dict(extend_leave_sms=n) for n in LEAVE_SMS}}
 ROW_HELP.update({n: "mixed_attn split dispatch, " + ", ".join(f"{k}={v}" for k, v in kw.items())
                  for n, kw in STEP_LAUNCH_ROWS.items()})

@@ -238,10 +238,15 @@ def test_a_tile_shape_the_kernel_lacks_is_refused():
     (dict(extend_leave_sms=-2), r"extend_leave_sms must be -1 \(policy\) or in \[0, num_sms - 1 = 131\], got -2"),
     (dict(extend_leave_sms=8, extend_persistent=0), r"extend_leave_sms=8 caps a persistent sm90 launch"),
     (dict(extend_leave_sms=8, extend_kv_splits=2), r"extend_leave_sms=8 and extend_kv_splits=2 exclude each other"),
+    (dict(decode_first=2), r"decode_first must be -1 \(policy\), 0 or 1, got 2"),
+    (dict(decode_first=-2), r"decode_first must be -1 \(policy\), 0 or 1, got -2"),
+    (dict(decode_first=1, pdl=0), r"decode_first=1 needs programmatic launches"),
+    (dict(decode_first=1, extend_leave_sms=8), r"decode_first=1 and extend_leave_sms=8 exclude each other"),
 ])
-def test_an_extend_leave_sms_the_launch_cannot_honour_is_refused(request_kw, msg):
+def test_a_launch_order_request_the_launch_cannot_honour_is_refused(request_kw, msg):
     # extend_leave_sms=N (an H200's description: 132 SMs) out of range, or on a launch that cannot be
-    # persistent or is KV-split: an error naming it, the metadata buffer untouched.
+    # persistent or is KV-split; decode_first out of range, without programmatic launches or beside
+    # extend_leave_sms=N: an error naming it, the metadata buffer untouched.
     h200 = dict(device_kind=1, device_arch=90, num_sms=132, device_sm90_extend=1, device_tma_encoder=1)
     qo, kv, sl = (torch.tensor(x, dtype=torch.int32) for x in ([0, 1024, 1025], [0, 64, 320], [1024, 4096]))
     cfg = make_config("cpu", 16, 32, 8, 128, mode=0, **request_kw, **h200)

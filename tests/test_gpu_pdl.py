@@ -106,6 +106,35 @@ def test_the_overlapped_step_forced_on_and_off(head_dim, kv_dtype, page_size, ex
         assert_close_to_reference(out, lse, ref_out, ref_lse, torch.bfloat16, loose=3.0 if kv_dtype else 1.0)
 
 
+@pytest.mark.parametrize("extras", ["plain", "window_cap_sinks"])
+@pytest.mark.parametrize("page_size", [1, 16])
+@pytest.mark.parametrize("kv_dtype", [None, FP8], ids=["bf16", "fp8"])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_the_decode_first_order_gives_the_same_bits(head_dim, kv_dtype, page_size, extras):
+    # decode_first (launch_policy.h): the decode's stage 1 first, the extend as its programmatic
+    # dependent, in a step whose decode rows do not split (max_splits_per_row=1: no merge). The
+    # same plan but for the order, so the same bits as the extend-first order; against the fp64
+    # reference; rows of odd sizes in mixed order (short and long extends, a verify row).
+    if not has_pdl():
+        pytest.skip("programmatic dependent launch needs compute capability 9.0+")
+    ext = [1, 517, 1, 5, 1, 33, 1, 1]
+    pre = [4000, 0, 31, 3000, 2100, 700, 4100, 9]
+    b = make_batch(ext, pre, num_qo_heads=16, num_kv_heads=4, head_dim=head_dim, page_size=page_size,
+                   kv_dtype=kv_dtype, device="cuda", seed=head_dim + page_size + 5 * (kv_dtype is not None))
+    opts = dict(decode_max_q=8, max_splits_per_row=1)
+    if extras != "plain":
+        opts.update(window_left=700, logit_cap=30.0, sinks=torch.randn(16, device="cuda"))
+    first = run_op(b, decode_first=True, **opts)
+    after = run_op(b, extend_leave_sms=0, decode_first=False, **opts)
+    assert field(first[4].plan_info, "decode_first") == 1 and field(after[4].plan_info, "decode_first") == 0
+    assert field(first[4].plan_info, "max_splits") == 1
+    torch.cuda.synchronize()
+    assert torch.equal(first[0], after[0]) and torch.equal(first[1], after[1])
+    ref = {k: v for k, v in opts.items() if k in ("window_left", "logit_cap", "sinks")}
+    ref_out, ref_lse, _, _ = run_reference(b, **ref)
+    assert_close_to_reference(first[0], first[1], ref_out, ref_lse, torch.bfloat16, loose=3.0 if kv_dtype else 1.0)
+
+
 def test_a_step_the_policy_leaves_sms_in_is_right():
     # The policy's choice (plan.cc, step 3f): a step whose decode half outweighs its extend leaves
     # SMs to the decode. Against the fp64 reference as planned (items cut), and bit for bit against

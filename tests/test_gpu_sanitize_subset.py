@@ -49,6 +49,26 @@ def test_sanitize_overlapped_step(page_size, kv_dtype, head_dim):
     assert_close_to_reference(out, lse, ro, rl, torch.bfloat16, loose=3.0 if kv_dtype else 1.0)
 
 
+@pytest.mark.parametrize("page_size", [1, 16])
+@pytest.mark.parametrize("kv_dtype", [None, FP8], ids=["bf16", "fp8"])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_sanitize_decode_first_step(page_size, kv_dtype, head_dim):
+    # decode_first (launch_policy.h): the decode's stage 1 first, the extend as its programmatic
+    # dependent, in a step whose decode rows do not split.
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("programmatic dependent launch needs compute capability 9.0+")
+    ext, pre = [1, 300, 1, 45, 3, 1], [2000, 40, 300, 0, 700, 5000]
+    b = make_batch(ext, pre, num_qo_heads=8, num_kv_heads=2, head_dim=head_dim,
+                   page_size=page_size, kv_dtype=kv_dtype, device="cuda", seed=head_dim + page_size + 9)
+    opts = dict(window_left=200, logit_cap=20.0, sinks=torch.randn(8, device="cuda"))
+    # (an unsplit extend: at head dim 256 the policy would KV-split this small one, and a KV-split
+    # extend keeps the extend-first order)
+    out, lse, _, _, w = run_op(b, decode_first=True, max_splits_per_row=1, extend_kv_splits=1, **opts)
+    assert field(w.plan_info, "decode_first") == 1
+    ro, rl, *_ = run_reference(b, **opts)
+    assert_close_to_reference(out, lse, ro, rl, torch.bfloat16, loose=3.0 if kv_dtype else 1.0)
+
+
 @pytest.mark.parametrize("backend", ["tensor_core", "portable"])
 @pytest.mark.parametrize("page_size", [1, 16])
 @pytest.mark.parametrize("kv_dtype", [None, FP8], ids=["bf16", "fp8"])

@@ -245,6 +245,60 @@ def test_an_extend_launch_may_leave_sms_to_the_decode():
             policy(H200, extend_leave_sms=bad)
 
 
+# decode_first (launch_policy.h): the decode's stage 1 launches first and the extend as its
+# programmatic dependent, in the steps whose decode has no merge, in split, non-graph-safe plans:
+# on request (1), never (0), or by the policy (-1, the default; plan.cc step 3g).
+def test_the_decode_launches_first_where_the_request_and_the_step_allow():
+    def first(info):
+        return field(info, "decode_first"), field(info, "extend_leave_sms"), field(info, "max_splits")
+
+    a = ([512] + [1] * 128, [0] + [4095] * 128)  # case A: a small extend beside 128 decodes at 4k
+    b = ([4096] + [1] * 64, [4096] + [8191] * 64)  # case B: the policy would leave 33 SMs
+    assert first(plan(H200, *a, decode_first=0)) == (0, 0, 1)  # never: the extend first
+    assert first(plan(H200, *a, decode_first=1)) == (1, 0, 1)
+    assert first(plan(H200, *b, decode_first=1)) == (1, 0, 1)  # the request replaces the leave rule
+    assert first(plan(H200, *b, decode_first=0)) == (0, 33, 1)
+    # Not in this step or plan: decode rows that split (their merge), no extend or no decode rows,
+    # fold mode, a graph-safe plan, a KV-split extend launch.
+    long_rows = ([512] + [1] * 2, [0] + [131071] * 2)
+    assert field(plan(H200, *long_rows, decode_first=1), "max_splits") > 1
+    assert field(plan(H200, *long_rows, decode_first=1), "decode_first") == 0
+    assert field(plan(H200, [1] * 8, [4095] * 8, decode_first=1), "decode_first") == 0
+    assert field(plan(H200, [512], [0], decode_first=1), "decode_first") == 0
+    assert field(plan(H200, *a, mode=1, decode_first=1), "decode_first") == 0
+    g = dict(graph_safe=1, graph_max_rows=129, graph_max_tokens=640, graph_max_extend_tokens=512)
+    assert field(plan(H200, *a, decode_first=1, **g), "decode_first") == 0
+    assert field(plan(H200, [64] + [1] * 4, [8192] + [4095] * 4, decode_first=1, extend_kv_splits=2),
+                 "decode_first") == 0
+    # Devices without programmatic launches refuse it (the order alone would change nothing).
+    for dev in (A100, MI300):
+        with pytest.raises(RuntimeError, match="decode_first=1 needs programmatic launches"):
+            policy(dev, decode_first=1)
+
+
+def test_the_policy_puts_the_decode_first_beside_a_small_extend():
+    # decode_first=-1 (the default): step_cost.h's estimate of each order. Cases A and C (a small
+    # extend beside a large decode of rows that do not split) take it; B, D and K leave SMs to the
+    # decode instead (step 3f); E and F split their decode rows (a merge); fold plans, graph-safe
+    # plans, a request that leaves SMs and devices without programmatic launches never take it.
+    def taken(ext, pre, d=128, hq=32, hkv=8, **kw):
+        return field(plan(H200, ext, pre, d=d, hq=hq, hkv=hkv, **kw), "decode_first")
+
+    K = 1024
+    a = ([512] + [1] * 128, [0] + [4 * K - 1] * 128)
+    c = ([256] + [1] * 256, [0] + [2 * K - 1] * 256)
+    assert taken(*a) == 1 and taken(*c) == 1
+    assert taken([4096] + [1] * 64, [4096] + [8 * K - 1] * 64) == 0  # B
+    assert taken([1024] + [1] * 32, [16 * K] + [32 * K - 1] * 32) == 0  # D
+    assert taken([1024] + [1] * 128, [0] + [4 * K - 1] * 128, d=64) == 0  # K
+    assert taken([2048] + [1] * 128, [0] + [8 * K - 1] * 128, hq=8, hkv=1) == 0  # F: its rows split
+    assert taken(*a, mode=1) == 0 and taken(*a, extend_leave_sms=8) == 0 and taken(*a, pdl=0) == 0
+    g = dict(graph_safe=1, graph_max_rows=129, graph_max_tokens=640, graph_max_extend_tokens=512)
+    assert taken(*a, **g) == 0
+    # An extend as large as the decode: the extend first (with SMs left, or none worth leaving).
+    assert taken([8 * K] + [1] * 128, [0] + [4 * K - 1] * 128) == 0
+
+
 # The policy's choice (extend_leave_sms = -1, the default; plan.cc step 3f): a split step whose
 # decode half outweighs its extend leaves SMs to the decode where the estimate of the two halves
 # side by side (step_cost.h, overlapped_step_us) beats the launch planned for the extend alone.

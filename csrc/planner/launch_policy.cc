@@ -202,7 +202,21 @@ std::string choose_launch_policy(const DeviceDesc& dev, int32_t head_dim, int32_
   // dependent (else no decode CTA starts before the extend is done), and a launch the request does
   // not fix otherwise (KV split, every item cut).
   p.extend_leave_sms_auto = req.extend_leave_sms == -1 && p.extend_persistent && p.pdl && req.extend_kv_splits <= 1 &&
-                            !p.extend_item_parts_fixed;
+                            !p.extend_item_parts_fixed && req.decode_first != 1;
+  // The decode's stage 1 before the extend: only programmatic launches overlap them (in ordinary
+  // ones the order alone changes nothing), and SMs left to a decode that starts first are idle.
+  if (req.decode_first < -1 || req.decode_first > 1)
+    return cat("decode_first must be -1 (policy), 0 or 1, got ", req.decode_first);
+  if (req.decode_first == 1 && !p.pdl)
+    return cat("decode_first=1 needs programmatic launches (pdl: compute capability 9.0 or newer, not pdl=0); ",
+               "this plan's are ordinary (device arch ", dev.arch, ", pdl=", req.pdl, ")");
+  if (req.decode_first == 1 && req.extend_leave_sms > 0)
+    return cat("decode_first=1 and extend_leave_sms=", req.extend_leave_sms,
+               " exclude each other (the decode starts on every SM)");
+  p.decode_first = req.decode_first == 1;
+  // The policy's choice: where launches are programmatic (else the order changes nothing) and the
+  // request leaves no SMs to the decode (they would idle while the decode runs first).
+  p.decode_first_auto = req.decode_first == -1 && p.pdl && req.extend_leave_sms <= 0;
 
   // The decode stage-1 kernel.
   const DecodeKernel dwant = req.decode_kernel;

@@ -462,6 +462,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   // them computes (their items are never cut or KV-split, their decode splits fixed in tokens).
   const bool may_choose_mode = cfg.mode == DispatchMode::kAuto && !cfg.graph_safe && !cfg.deterministic;
   const bool may_leave_sms = policy.extend_leave_sms_auto && split && Nd > 0 && !cfg.graph_safe;
+  const bool may_order_decode_first = policy.decode_first_auto && split && Nd > 0 && !cfg.graph_safe;  // step 3g
   int64_t decode_ctas = 0, longest_split = 0;
   for (int64_t d = 0; d < Nd; ++d) {
     const int32_t q = extend_len(decode_rows[d]);
@@ -471,7 +472,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     chunk[d] = int32_t(c);
     split_indptr[d + 1] = int32_t(split_indptr[d] + n * q);  // q slots per split
     max_splits = std::max<int32_t>(max_splits, int32_t(n));
-    if (may_choose_mode || may_leave_sms) {
+    if (may_choose_mode || may_leave_sms || may_order_decode_first) {
       decode_ctas += n * (max_decode_q <= 1 ? one_query_ctas : decode_row_ctas(q, dgroup, cta_blocks));
       longest_split = std::max(longest_split, std::min(keys, c));
     }
@@ -744,6 +745,26 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     if (best_leave > 0) leave_sms = best_leave, leave_step_us = best_us;
   }
 
+  // 3g. The decode's stage 1 first and the extend as its programmatic dependent (decode_first;
+  // launch_policy.h), instead of the extend first with the decode beside its ragged end: the
+  // extend's CTAs then take the SMs the decode's last wave leaves. Only where the step's decode has
+  // no merge (whose CTAs, waiting for stage 1 on every SM, would keep an extend CTA, which needs a
+  // whole SM, off until stage 1 ends), the extend no KV split and no SMs left to the decode, and
+  // the launch geometry is the plan's own (a graph's captured order is the bucket's). The request's
+  // 1 takes it wherever allowed; the policy (-1) where step_cost.h's estimate of this order beats
+  // the extend-first one by kDecodeFirstMargin (a small extend beside a large decode: case A).
+  const bool decode_first_ok = split && Nd > 0 && Nt > 0 && max_splits <= 1 && extend_kv_splits == 1 &&
+                               !cfg.graph_safe && !leaves_sms && leave_sms == 0;
+  bool decode_first = decode_first_ok && policy.decode_first;
+  double decode_first_us = 0.0;  // the policy's estimate of the step in that order, where it took it
+  if (decode_first_ok && may_order_decode_first && extend_us > 0.0) {
+    const DecodeHalfCost decode = decode_estimate();
+    const int64_t ctas_now = extend_ctas > 0 ? extend_ctas : Nt * head_groups;
+    const double first_us = decode_first_step_us(extend_us, ctas_now, num_sms, decode);
+    if (first_us * kDecodeFirstMargin < overlapped_step_us(extend_us, ctas_now, num_sms, decode))
+      decode_first = true, decode_first_us = first_us;
+  }
+
   // 3d. Mode auto: split or fold, whichever the step-cost estimate finds faster for this step
   // (fold runs the decode rows as tiles of the one extend launch: cheaper when they are few
   // and short next to a large extend half, or few enough to fill its last wave). A fold plan
@@ -751,13 +772,14 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   double est_split_us = 0.0, est_fold_us = 0.0;
   if (auto_mode) {
     // A launch that leaves SMs to the decode overlaps the halves (step 3f's choice, or the
-    // request's); otherwise they are counted one after the other (the decode's start on SMs an
+    // request's), as does the decode first (step 3g's choice); otherwise they are counted one after the other (the decode's start on SMs an
     // extend leaves idle is not). The fold launch below is estimated as this plan would launch
     // it: on every SM unless the request leaves some (a fold plan has no decode to leave SMs to).
     const DecodeHalfCost decode = decode_estimate();
-    est_split_us = kStepFixedUs + (leave_sms > 0 ? leave_step_us
-                                   : leaves_sms  ? overlapped_step_us(extend_us, extend_ctas, num_sms, decode)
-                                                 : extend_us + decode.us());
+    est_split_us = kStepFixedUs + (leave_sms > 0         ? leave_step_us
+                                   : decode_first_us > 0 ? decode_first_us
+                                   : leaves_sms          ? overlapped_step_us(extend_us, extend_ctas, num_sms, decode)
+                                                         : extend_us + decode.us());
     // The fold launch: the decode rows' tiles merged into the extend tiles' costliest-first order.
     std::vector<int32_t>& dec_keys = scratch.fold_dec_keys;
     std::vector<int32_t>& fold_keys = scratch.fold_keys;
@@ -854,6 +876,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   info[kPlanDecodeKvPack] = dshape.kv_pack;
   info[kPlanPdl] = policy.pdl ? 1 : 0;
   info[kPlanExtendLeaveSms] = leaves_sms && Nt > 0 ? policy.extend_leave_sms : 0;
+  info[kPlanDecodeFirst] = decode_first ? 1 : 0;  // step 3g
 
   // 5. Fill the buffer (only now: a rejected plan writes nothing).
   int32_t* m = meta_out;
@@ -912,6 +935,7 @@ PlanView plan_view(const int64_t* info, const int32_t* meta) {
   v.decode_cta_blocks = int32_t(info[kPlanDecodeCtaBlocks]);
   v.decode_kv_pack = int32_t(info[kPlanDecodeKvPack]);
   v.pdl = int32_t(info[kPlanPdl]);
+  v.decode_first = int32_t(info[kPlanDecodeFirst]);
   const bool graph = info[kPlanGraphSafe] != 0;
   v.maybe_counts = graph ? meta + info[kPlanOffCounts] : nullptr;
   v.graph_max_rows = int32_t(info[kPlanGraphMaxRows]);
@@ -932,7 +956,7 @@ const char* const* plan_config_field_names() {
       "extend_tile_tokens", "graph_safe", "graph_max_rows", "graph_max_tokens",
       "graph_max_extend_tokens", "graph_max_partials", "graph_max_kv_pages", "decode_max_q",
       "extend_persistent", "extend_item_parts", "pdl", "extend_block_rows", "extend_q_tma", "decode_kv_pack",
-      "extend_leave_sms", nullptr};
+      "extend_leave_sms", "decode_first", nullptr};
   // clang-format on
   return names;
 }
@@ -951,7 +975,7 @@ const char* const* plan_info_field_names() {
       "graph_max_rows", "graph_max_tokens", "graph_max_tiles", "graph_max_partials", "decode_max_q",
       "decode_max_q_policy", "decode_cta_blocks", "mode_requested", "est_split_ns", "est_fold_ns", "extend_ctas",
       "extend_cut_items", "extend_item_parts", "extend_cut_slot0", "off_extend_cut_counters", "pdl", "extend_q_tma",
-      "decode_kv_pack", "extend_leave_sms", nullptr};
+      "decode_kv_pack", "extend_leave_sms", "decode_first", nullptr};
   // clang-format on
   return names;
 }
@@ -1011,6 +1035,7 @@ std::string config_from_list(const int64_t* v, int64_t len, PlanConfig* cfg) {
   c.request.extend_block_rows = int32_t(v[kCfgExtendBlockRows]);
   c.request.decode_kv_pack = int32_t(v[kCfgDecodeKvPack]);
   c.request.extend_leave_sms = int32_t(v[kCfgExtendLeaveSms]);
+  c.request.decode_first = int32_t(v[kCfgDecodeFirst]);
   if (c.request.extend_leave_sms < -1 || c.request.extend_leave_sms >= c.device.num_sms)
     return cat("extend_leave_sms must be -1 (policy) or in [0, num_sms - 1 = ", c.device.num_sms - 1, "], got ",
                c.request.extend_leave_sms);

@@ -41,6 +41,14 @@ void forward_cuda(const at::Tensor& q, const std::optional<at::Tensor>& k, const
               "mixed_attn.forward: "
               "this build has no kernels for float8_e4m3fn caches (built with MIXED_ATTN_FP8=OFF)");
   if (L.save_kv) check_launch("KV save", gpu::launch_save_kv(L.save, stream));
+  if (L.decode.attn.plan.decode_first != 0) {
+    // The plan's order for a small extend beside a large decode (launch_policy.h, decode_first):
+    // stage 1 as an ordinary launch after the KV save, the extend as its programmatic dependent.
+    check_launch("decode kernel", gpu::launch_decode(L.decode, stream));
+    L.extend.follows_decode = 1;
+    check_launch("extend kernel", gpu::launch_extend(L.extend, stream));
+    return;
+  }
   check_launch("extend kernel", gpu::launch_extend(L.extend, stream));
   // Whether the extend launched a grid just now: only then may the decode's stage 1 be its
   // programmatic dependent (after a KV save it must wait for the cache; cuda/common/pdl.cuh).

@@ -27,7 +27,7 @@ CONFIG_DEFAULTS = dict(window_left=-1, mode=MODE_SPLIT, deterministic=0, fixed_s
                        extend_tile_tokens=0, graph_safe=0, graph_max_rows=0, graph_max_tokens=0,
                        graph_max_extend_tokens=0, graph_max_partials=0, graph_max_kv_pages=0,
                        decode_max_q=0, extend_persistent=-1, extend_item_parts=-1, pdl=-1, extend_block_rows=0,
-                       extend_q_tma=-1, decode_kv_pack=0, extend_leave_sms=-1)
+                       extend_q_tma=-1, decode_kv_pack=0, extend_leave_sms=-1, decode_first=-1)
 
 _device_descs = {}
 
@@ -84,6 +84,7 @@ def launch_summary(info):
         "extend_q_tma": bool(field(info, "extend_q_tma")),
         "extend_ctas": field(info, "extend_ctas"),
         "extend_leave_sms": field(info, "extend_leave_sms"),
+        "decode_first": bool(field(info, "decode_first")),
         "decode_kernel": DECODE_KERNEL_NAMES[field(info, "decode_kernel")],
         "decode_kv_pack": field(info, "decode_kv_pack"),
         "max_decode_splits": field(info, "max_splits"),

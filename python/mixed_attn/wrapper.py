@@ -140,6 +140,14 @@ class MixedAttention:
             SMs are free from its start for the decode's stage 1 launched after it (with pdl).
             An error where the launch cannot be persistent. Deterministic and graph-safe plans
             leave none unless N is given.
+        decode_first: None (the policy: per step, where the planner's estimate finds it faster, a
+            small extend beside a large decode), False (the extend launches first) or True
+            (wherever a step allows it). The order: where a split step's decode rows have one
+            split each and the plan is not graph-safe, the decode's stage 1 launches first and
+            the extend as its programmatic dependent, on the SMs the decode's last wave leaves;
+            plan_info's decode_first says what a step took. True needs programmatic launches
+            (pdl, compute capability 9.0+) and excludes extend_leave_sms=N; the results are the
+            same bits in either order.
         The six policy overrides default to the MIXED_ATTN_* variables of mixed_attn/env.py. Every launch
         decision is made by the planner and recorded in the plan (`launch_policy`, and per
         step `plan_launch`); an override the device cannot honour is an error here.
@@ -152,7 +160,8 @@ class MixedAttention:
                  min_split_tokens=256, ctas_per_sm=2, extend_backend=None, decode_backend=None,
                  extend_kv_splits=None, extend_tma=None, cuda_graph=False, extend_persistent=None,
                  max_extend_tokens=None, max_partials=None, decode_max_q=0, extend_item_parts=None,
-                 pdl=None, extend_block_rows=None, decode_kv_pack=None, extend_leave_sms=None):
+                 pdl=None, extend_block_rows=None, decode_kv_pack=None, extend_leave_sms=None,
+                 decode_first=None):
         if mode is None:
             mode = _env.MODE
         if mode not in _MODES:
@@ -207,6 +216,7 @@ class MixedAttention:
             extend_persistent=int(extend_persistent), extend_item_parts=int(extend_item_parts), pdl=int(pdl),
             extend_block_rows=int(extend_block_rows or 0), decode_kv_pack=int(decode_kv_pack or 0),
             extend_leave_sms=-1 if extend_leave_sms is None else int(extend_leave_sms),
+            decode_first=-1 if decode_first is None else int(bool(decode_first)),
             **self._graph_fields(cuda_graph, max_batch, max_tokens, max_extend_tokens, max_partials))
         self.cuda_graph = bool(cuda_graph)
         self.num_sms = self._config[_pi.CONFIG_INDEX["num_sms"]]

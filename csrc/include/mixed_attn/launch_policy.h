@@ -82,6 +82,14 @@ struct LaunchRequest {
                                    // at most num_sms - N CTAs, never KV-split, planned for that many
                                    // SMs, so N SMs are free from its start for the decode stage 1
                                    // launched after it (its programmatic dependent)
+  int32_t decode_first = -1;       // -1: the policy (plan.cc, step 3g: per step, where the estimate
+                                   // of that order beats the extend-first one); 0: the extend
+                                   // launches first; 1: wherever the step allows it. The order: where
+                                   // a split step's decode has no merge (one split a row) and the plan
+                                   // is not graph-safe, the decode's stage 1 first and the extend as its
+                                   // programmatic dependent, on the SMs the decode's last wave leaves
+                                   // (1 needs pdl and excludes extend_leave_sms=N; plan_info's
+                                   // decode_first per step)
 };
 
 // Most parts an item of a persistent sm_90a launch is cut into (each part parks a partial of
@@ -119,6 +127,8 @@ struct LaunchPolicy {
                                     // each step: decode_step_kv_pack)
   bool pdl = false;                 // CUDA cc >= 9.0: decode stage 1 launches as the extend's
                                     // programmatic dependent, the merge as stage 1's (cuda/common/pdl.cuh)
+  bool decode_first = false;        // the request's decode_first=1: the order wherever a step allows it ...
+  bool decode_first_auto = false;   // ... or, per step, the planner's choice (step 3g)
 };
 
 // Largest divisor of the GQA group that fits in `rows`: the q heads packed

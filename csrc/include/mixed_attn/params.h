@@ -66,6 +66,7 @@ struct PlanView {
   int32_t decode_cta_blocks;           // 16-pair MMA blocks per decode CTA (1, 2 or 4)
   int32_t decode_kv_pack;              // kv heads per tensor-core decode CTA (1, or 2: head dim 64)
   int32_t pdl;                         // 1: the decode launches as programmatic dependents (cuda/common/pdl.cuh)
+  int32_t decode_first;                // 1: the decode's stage 1 first, the extend as its programmatic dependent
   // Graph-safe plans (MixedAttention(cuda_graph=True)): the launch geometry is the bucket's,
   // fixed when the wrapper is built; kernels read the step's counts from maybe_counts and
   // CTAs past them exit. Null (and the graph_* fields 0) otherwise: counts are the ints above.
@@ -135,6 +136,8 @@ struct ExtendParams {
   // plan's metadata: zero as uploaded, and again after every launch).
   float* maybe_cut_partials;
   int32_t* maybe_cut_counters;
+  int32_t follows_decode;  // 1: the op layer launched the decode's stage 1 just before, on the same
+                           // stream (plan.decode_first): the extend launches as its programmatic dependent
 };
 
 // Split-KV decode: stage 1 writes one partial (normalised output + LSE) per

@@ -90,6 +90,7 @@ enum PlanConfigField : int32_t {
   kCfgExtendQTma,
   kCfgDecodeKvPack,
   kCfgExtendLeaveSms,
+  kCfgDecodeFirst,
   kCfgNumFields
 };
 
@@ -167,6 +168,7 @@ enum PlanInfoField : int32_t {
   kPlanExtendQTma,         // 1: sm_90a full Q tiles by TMA (launch_policy.h, LaunchPolicy::extend_q_tma)
   kPlanDecodeKvPack,       // kv heads one decode CTA reads (launch_policy.h, decode_step_kv_pack)
   kPlanExtendLeaveSms,     // SMs the persistent extend launch leaves to the decode (plan.cc, step 3f)
+  kPlanDecodeFirst,        // 1: the decode's stage 1 launches before the extend (launch_policy.h)
   kPlanNumFields
 };
 constexpr int64_t kPlanMagicValue = 0x6d69786564;  // "mixed"

@@ -302,4 +302,34 @@ constexpr double kLeaveMaxExtendStream = 0.10;
 // leaves out); where exactly between 0.25 and 0.64 the loss turns to gain is not measured.
 constexpr double kLeaveMinDecodeShare = 0.5;
 
+// The other order (plan.cc, step 3g): the decode's stage 1 first, the extend as its programmatic
+// dependent. Stage 1's CTAs run in waves of d.slots (rows of equal length finish a wave together,
+// as they share HBM alike); its last wave holds fewer CTAs, so SMs with none of them (an extend CTA
+// needs a whole SM) idle from that wave's start to the decode's end, that wave's share of its
+// bytes. The extend's CTAs take those SMs first: its work (its launch time on the SMs it holds)
+// beyond that idle time is spread over every SM after the decode, where the extend is no longer
+// than that wave. First fit, on an H100 (session
+// 34, benchmarks/RESULTS.md): case A (a 512-token extend beside 128 decodes at 4k, 3.9 waves) this
+// estimates the extend +1-7 us past the decode, measured +9 (extend first: +18); case C (7.8
+// waves) 0, measured +3.
+inline double decode_first_step_us(double extend_us, int64_t extend_ctas, int num_sms, const DecodeHalfCost& d) {
+  const int sms = num_sms < 1 ? 1 : num_sms;
+  const double alone_us = d.us();
+  const double work = extend_us * double(std::min<int64_t>(std::max<int64_t>(1, extend_ctas), sms));
+  if (d.ctas <= 0) return alone_us + work / double(sms);
+  const int64_t slots = std::max<int64_t>(1, d.slots);
+  const int64_t per_sm = std::max<int64_t>(1, slots / sms);
+  const int64_t last = d.ctas - (ceil_div(d.ctas, slots) - 1) * slots;  // CTAs of the last wave
+  const int64_t idle_sms = std::max<int64_t>(0, sms - ceil_div(last, per_sm));
+  const double last_wave_us = (alone_us - kDecodeHalfUs) * double(last) / double(d.ctas);
+  // An extend longer than that wave: the CTAs that find no idle SM start near the decode's end and
+  // run their whole share after it (a persistent CTA's share is about the launch's time), so this
+  // order is estimated to gain nothing.
+  if (extend_us > last_wave_us) return alone_us + extend_us;
+  return alone_us + std::max(0.0, work - double(idle_sms) * last_wave_us) / double(sms);
+}
+// A step takes that order (decode_first=-1) where it estimates at least this much faster than the
+// extend first: its gain is at most the extend's time, a few percent of such a step (A: 1.2%).
+constexpr double kDecodeFirstMargin = 1.005;
+
 }  // namespace mixed_attn

@@ -689,7 +689,10 @@ const char* launch_extend_impl(const ExtendParams& p, gpuStream_t stream) {
   auto kernel = extend_kernel<kHeadDim, T, kFp8>;
   const char* smem_err = opt_in_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem);
   if (smem_err != nullptr) return smem_err;
-  kernel<<<dim3(unsigned(blocks)), dim3(kThreads), kSmem, stream>>>(args);
+  // After the decode's stage 1 (plan.decode_first): its programmatic dependent (cuda/common/pdl.cuh).
+  const char* err = launch_maybe_programmatic(kernel, dim3(unsigned(blocks)), dim3(kThreads), kSmem, stream,
+                                              p.follows_decode != 0 && a.plan.pdl != 0, args);
+  if (err != nullptr) return err;
   MA_RETURN_LAUNCH_STATUS();
 }
 

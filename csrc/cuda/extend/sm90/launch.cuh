@@ -106,7 +106,12 @@ const char* launch_extend_sm90_impl(const ExtendParams& p, gpuStream_t stream) {
 #endif
   if (kv_splits == 1) {
     const int64_t grid = persistent_ctas > 0 ? persistent_ctas : blocks;
-    kernel<<<dim3(unsigned(grid)), dim3(Sm90Traits<kHeadDim, kWGs>::kThreads), kSmem, stream>>>(args, 1, maps);
+    // After the decode's stage 1 (plan.decode_first): its programmatic dependent. The extend reads
+    // nothing stage 1 writes, and the KV save completed before stage 1 started.
+    const char* err =
+        launch_maybe_programmatic(kernel, dim3(unsigned(grid)), dim3(Sm90Traits<kHeadDim, kWGs>::kThreads), kSmem,
+                                  stream, p.follows_decode != 0 && a.plan.pdl != 0, args, 1, maps);
+    if (err != nullptr) return err;
     MA_RETURN_LAUNCH_STATUS();
   }
 #if defined(MA_CUDA)
