@@ -717,6 +717,9 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
     }
     return bytes;
   };
+  // CTAs of this plan's extend launch as it stands (persistent or cut: extend_ctas; else one per
+  // item and split), for the estimates of steps 3f and 3g.
+  const int64_t extend_launch_ctas = extend_ctas > 0 ? extend_ctas : Nt * head_groups * extend_kv_splits;
   int leave_sms = 0;  // the choice (0: none), planned after step 3d: mode auto compares it with fold
   double leave_step_us = 0.0;
   if (may_leave_sms && Nt > 0 && extend_us > 0.0 && forced == 0 &&
@@ -724,8 +727,7 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
       decode_estimate().us() >= kLeaveMinDecodeShare * extend_us) {
     const DecodeHalfCost decode = decode_estimate();
     const int64_t items = Nt * head_groups;
-    const int64_t ctas_now = extend_ctas > 0 ? extend_ctas : items * extend_kv_splits;
-    double best_us = overlapped_step_us(extend_us, ctas_now, num_sms, decode) / kLeaveSmsMargin;
+    double best_us = overlapped_step_us(extend_us, extend_launch_ctas, num_sms, decode) / kLeaveSmsMargin;
     int best_leave = 0;
     // No launch on n SMs ends before its CTAs' mean load, and the step's estimate grows with the
     // extend's: a candidate whose bound is past the best is not dealt out.
@@ -759,9 +761,8 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   double decode_first_us = 0.0;  // the policy's estimate of the step in that order, where it took it
   if (decode_first_ok && may_order_decode_first && extend_us > 0.0) {
     const DecodeHalfCost decode = decode_estimate();
-    const int64_t ctas_now = extend_ctas > 0 ? extend_ctas : Nt * head_groups;
-    const double first_us = decode_first_step_us(extend_us, ctas_now, num_sms, decode);
-    if (first_us * kDecodeFirstMargin < overlapped_step_us(extend_us, ctas_now, num_sms, decode))
+    const double first_us = decode_first_step_us(extend_us, extend_launch_ctas, num_sms, decode);
+    if (first_us * kDecodeFirstMargin < overlapped_step_us(extend_us, extend_launch_ctas, num_sms, decode))
       decode_first = true, decode_first_us = first_us;
   }
 
@@ -772,8 +773,8 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   double est_split_us = 0.0, est_fold_us = 0.0;
   if (auto_mode) {
     // A launch that leaves SMs to the decode overlaps the halves (step 3f's choice, or the
-    // request's), as does the decode first (step 3g's choice); otherwise they are counted one after the other (the decode's start on SMs an
-    // extend leaves idle is not). The fold launch below is estimated as this plan would launch
+    // request's), as does the decode first (step 3g's choice); otherwise they are counted one
+    // after the other (the decode's start on SMs an extend leaves idle is not). The fold launch below is estimated as this plan would launch
     // it: on every SM unless the request leaves some (a fold plan has no decode to leave SMs to).
     const DecodeHalfCost decode = decode_estimate();
     est_split_us = kStepFixedUs + (leave_sms > 0         ? leave_step_us

@@ -31,10 +31,5 @@ for c in d["cases"]:
 PY
 timeout 330 python3 -m pytest -q -p no:cacheprovider tests > "$OUT/tests_all.txt" 2>&1
 echo "GPU suite rc=$?"; tail -3 "$OUT/tests_all.txt"; grep -E "^FAILED" "$OUT/tests_all.txt" | head -10
-for tool in memcheck racecheck; do
-  [ $(( $(date +%s) - T0 )) -gt ${GUARD:-500} ] && { echo "skip $tool (time)"; continue; }
-  timeout 60 compute-sanitizer --tool $tool --error-exitcode 9 python3 -m pytest -q -x -p no:cacheprovider \
-    tests/test_gpu_sanitize_subset.py -k "decode_first or overlapped" > "$OUT/$tool.txt" 2>&1
-  echo "$tool rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" "$OUT/$tool.txt" | tail -3
-done
+sanitize_subset 60 tests/test_gpu_sanitize_subset.py -k "decode_first or overlapped"
 echo "total $(( $(date +%s) - T0 )) s"

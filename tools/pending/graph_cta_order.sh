@@ -35,10 +35,5 @@ bench patch
 timeout 200 python3 -m pytest -q -x -p no:cacheprovider tests/test_graph_mode.py tests/test_cuda_decode.py \
   tests/test_verify_rows.py tests/test_cuda_decode_narrow.py tests/test_gpu_wrapper.py \
   > "$OUT/tests_patch.txt" 2>&1; echo "tests rc=$?"; tail -2 "$OUT/tests_patch.txt"
-for tool in memcheck racecheck; do
-  [ $(( $(date +%s) - T0 )) -gt ${GUARD:-450} ] && { echo "skip $tool (time)"; continue; }
-  timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 python3 -m pytest -q -x -p no:cacheprovider \
-    tests/test_gpu_sanitize_subset.py -k "decode or graph or verify" > "$OUT/$tool.txt" 2>&1
-  echo "$tool rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" "$OUT/$tool.txt" | tail -3
-done
+sanitize_subset 150 tests/test_gpu_sanitize_subset.py -k "decode or graph or verify"
 echo "total $(( $(date +%s) - T0 )) s"

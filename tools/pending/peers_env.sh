@@ -17,3 +17,15 @@ build_subset() {
     || { tail -30 "$OUT/build.log"; exit 1; }
   echo "build: $(( $(date +%s) - start )) s"
 }
+# memcheck then racecheck over `pytest -x -q` of the given arguments, each under TIMEOUT seconds,
+# skipped once the script has run past ${GUARD:-450} s (T0: the script's start); logs in $OUT.
+#   sanitize_subset TIMEOUT PYTEST_ARGS...
+sanitize_subset() {
+  local limit=$1; shift
+  for tool in memcheck racecheck; do
+    [ $(( $(date +%s) - T0 )) -gt ${GUARD:-450} ] && { echo "skip $tool (time)"; continue; }
+    timeout "$limit" compute-sanitizer --tool $tool --error-exitcode 9 python3 -m pytest -q -x -p no:cacheprovider \
+      "$@" > "$OUT/$tool.txt" 2>&1
+    echo "$tool rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" "$OUT/$tool.txt" | tail -3
+  done
+}
