@@ -112,6 +112,10 @@ STEP_LAUNCH_ROWS = {"ma_split_nc": dict(extend_item_parts=1), "ma_split_r128": d
                     # wherever the step allows it (decode rows that do not split), or never
                     # (the default: the policy's choice per step)
                     "ma_split_dfirst": dict(decode_first=1), "ma_split_efirst": dict(decode_first=0),
+                    # finer decode splits (the SM-aware policy aiming at 4 / 8 stage-1 CTAs an
+                    # SM, not 2): where the extend holds SMs at the start, a decode of one wave
+                    # of long CTAs (F: 256 CTAs of 4k keys) ends on few SMs (issue 14's F)
+                    "ma_split_cps4": dict(ctas_per_sm=4), "ma_split_cps8": dict(ctas_per_sm=8),
                     **{f"ma_split_leave{n}": dict(extend_leave_sms=n) for n in LEAVE_SMS}}
 ROW_HELP.update({n: "mixed_attn split dispatch, " + ", ".join(f"{k}={v}" for k, v in kw.items())
                  for n, kw in STEP_LAUNCH_ROWS.items()})
