@@ -12,6 +12,10 @@
 #   same call first, e.g. scripts/gpu_check.sh build); PHASE=patch: apply, full build, the same
 #   rows, the decode / verify / narrow / graph tests, memcheck and racecheck over the decode's
 #   sanitize cases. ~4 and ~8 minutes warm. Carry [".peers", ".device_commit"].
+#   PHASE=quick (one call on a fresh machine, ~8 minutes): the lab build (head dims 64/128, no
+#   fp8) of main, its confined and decode rows, then the patch's, the decode tests on that build
+#   and memcheck / racecheck over the decode's sanitize cases (no whole steps: bench_mixed's
+#   cases want the full build).
 # Land it if the tests and both sanitizers pass and the confined rate or the steps gain.
 set -uo pipefail
 source "$(dirname "$0")/peers_env.sh"
@@ -26,7 +30,23 @@ rows() {  # tag
     --json "$OUT/step_$1.json" > "$OUT/step_$1.txt" 2>&1
   echo "== $1 step (rc=$?)"; grep -A6 "=== summary" "$OUT/step_$1.txt" | cut -c1-260
 }
-if [ "$PHASE" = main ]; then
+quick_rows() {  # tag
+  timeout 100 python3 benchmarks/bench_confined.py --decode-only --sms 16,44,132 --cases H,F --no-fi \
+    > "$OUT/conf_$1.txt" 2>&1; echo "== $1 confined (rc=$?)"; grep "ma_dec" "$OUT/conf_$1.txt" | sed -E 's/ +/ /g'
+  timeout 90 python3 benchmarks/bench_decode.py --cases H,F --policies sm2,fi > "$OUT/dec_$1.txt" 2>&1
+  echo "== $1 decode (rc=$?)"; grep -E "^[A-Z] +(sm2|fi_dec) |sm2 / fi_dec" "$OUT/dec_$1.txt" | sed -E 's/ +/ /g' | cut -c1-150
+}
+if [ "$PHASE" = quick ]; then
+  rm -rf build; build_subset; quick_rows main
+  git apply tools/pending/decode_warp_ring.patch 2>/dev/null || patch -p1 < tools/pending/decode_warp_ring.patch \
+    || { echo "the patch does not apply"; exit 1; }
+  touch csrc/cuda/decode/*
+  build_subset; quick_rows patch
+  timeout 150 python3 -m pytest -q -x -p no:cacheprovider tests/test_cuda_decode.py tests/test_verify_rows.py \
+    tests/test_cuda_decode_narrow.py > "$OUT/tests_patch.txt" 2>&1
+  echo "tests rc=$?"; tail -2 "$OUT/tests_patch.txt"
+  GUARD=${GUARD:-470} sanitize_subset 90 tests/test_gpu_sanitize_subset.py -k "decode or verify"
+elif [ "$PHASE" = main ]; then
   ls python/mixed_attn/_C*.so > /dev/null 2>&1 || { echo "no build: run scripts/gpu_check.sh build first"; exit 1; }
   rows main
 else
