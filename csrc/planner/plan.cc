@@ -774,8 +774,9 @@ PlanResult plan_step(const PlanConfig& cfg, const PlanInputs& in, int32_t* meta_
   if (auto_mode) {
     // A launch that leaves SMs to the decode overlaps the halves (step 3f's choice, or the
     // request's), as does the decode first (step 3g's choice); otherwise they are counted one
-    // after the other (the decode's start on SMs an extend leaves idle is not). The fold launch below is estimated as this plan would launch
-    // it: on every SM unless the request leaves some (a fold plan has no decode to leave SMs to).
+    // after the other (the decode's start on SMs an extend leaves idle is not). The fold launch
+    // below is estimated as this plan would launch it: on every SM unless the request leaves some
+    // (a fold plan has no decode to leave SMs to).
     const DecodeHalfCost decode = decode_estimate();
     est_split_us = kStepFixedUs + (leave_sms > 0         ? leave_step_us
                                    : decode_first_us > 0 ? decode_first_us

@@ -21,25 +21,21 @@ set -uo pipefail
 source "$(dirname "$0")/peers_env.sh"
 T0=$(date +%s)
 PHASE=${PHASE:-main}
-rows() {  # tag
+quick_rows() {  # tag: the confined per-SM rate and the decode against FlashInfer's
   timeout 100 python3 benchmarks/bench_confined.py --decode-only --sms 16,44,132 --cases H,F --no-fi \
     > "$OUT/conf_$1.txt" 2>&1; echo "== $1 confined (rc=$?)"; grep "ma_dec" "$OUT/conf_$1.txt" | sed -E 's/ +/ /g'
-  timeout 120 python3 benchmarks/bench_decode.py --cases H,F,E,K --policies sm2,fi > "$OUT/dec_$1.txt" 2>&1
+  timeout 120 python3 benchmarks/bench_decode.py --cases ${DECODE_CASES:-H,F} --policies sm2,fi > "$OUT/dec_$1.txt" 2>&1
   echo "== $1 decode (rc=$?)"; grep -E "^[A-Z] +(sm2|fi_dec) |sm2 / fi_dec" "$OUT/dec_$1.txt" | sed -E 's/ +/ /g' | cut -c1-150
+}
+rows() {  # tag: those, with E and K, and the whole steps
+  DECODE_CASES=H,F,E,K quick_rows "$1"
   timeout 150 python3 benchmarks/bench_mixed.py --cases ${STEP_CASES:-B,E,F} --rows ma_split,ma_dec,fi_split,fi_batchattn \
     --json "$OUT/step_$1.json" > "$OUT/step_$1.txt" 2>&1
   echo "== $1 step (rc=$?)"; grep -A6 "=== summary" "$OUT/step_$1.txt" | cut -c1-260
 }
-quick_rows() {  # tag
-  timeout 100 python3 benchmarks/bench_confined.py --decode-only --sms 16,44,132 --cases H,F --no-fi \
-    > "$OUT/conf_$1.txt" 2>&1; echo "== $1 confined (rc=$?)"; grep "ma_dec" "$OUT/conf_$1.txt" | sed -E 's/ +/ /g'
-  timeout 90 python3 benchmarks/bench_decode.py --cases H,F --policies sm2,fi > "$OUT/dec_$1.txt" 2>&1
-  echo "== $1 decode (rc=$?)"; grep -E "^[A-Z] +(sm2|fi_dec) |sm2 / fi_dec" "$OUT/dec_$1.txt" | sed -E 's/ +/ /g' | cut -c1-150
-}
 if [ "$PHASE" = quick ]; then
   rm -rf build; build_subset; quick_rows main
-  git apply tools/pending/decode_warp_ring.patch 2>/dev/null || patch -p1 < tools/pending/decode_warp_ring.patch \
-    || { echo "the patch does not apply"; exit 1; }
+  apply_pending decode_warp_ring.patch
   touch csrc/cuda/decode/*
   build_subset; quick_rows patch
   timeout 150 python3 -m pytest -q -x -p no:cacheprovider tests/test_cuda_decode.py tests/test_verify_rows.py \
@@ -50,8 +46,7 @@ elif [ "$PHASE" = main ]; then
   ls python/mixed_attn/_C*.so > /dev/null 2>&1 || { echo "no build: run scripts/gpu_check.sh build first"; exit 1; }
   rows main
 else
-  git apply tools/pending/decode_warp_ring.patch 2>/dev/null || patch -p1 < tools/pending/decode_warp_ring.patch \
-    || { echo "the patch does not apply"; exit 1; }
+  apply_pending decode_warp_ring.patch
   touch csrc/cuda/decode/*  # newer than any object of an earlier build on this machine
   start=$(date +%s)
   bash scripts/build_inplace.sh > "$OUT/build_patch.log" 2>&1 || { tail -30 "$OUT/build_patch.log"; exit 1; }

@@ -36,9 +36,7 @@ if [ "$PHASE" != patch ]; then
   bench main
   [ "$PHASE" = main ] && exit 0
 fi
-git apply tools/pending/graph_cta_order.patch 2>/dev/null || patch -p1 < tools/pending/graph_cta_order.patch \
-  || { echo "the patch does not apply"; exit 1; }
-# The patched files get a fresh mtime here, newer than the objects of main's build.
+apply_pending graph_cta_order.patch
 start=$(date +%s)
 bash scripts/build_inplace.sh > "$OUT/build_patch.log" 2>&1 || { tail -30 "$OUT/build_patch.log"; exit 1; }
 echo "build patch: $(( $(date +%s) - start )) s"

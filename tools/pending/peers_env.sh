@@ -29,3 +29,10 @@ sanitize_subset() {
     echo "$tool rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" "$OUT/$tool.txt" | tail -3
   done
 }
+# Applies tools/pending/NAME to the copied tree (.git does not travel: `git apply` works on plain
+# files, `patch` where it does not); exits the script when it does not apply. The patched files
+# get a fresh mtime, newer than the objects of an earlier build on the machine.
+#   apply_pending NAME
+apply_pending() {
+  git apply "tools/pending/$1" 2>/dev/null || patch -p1 < "tools/pending/$1" || { echo "$1 does not apply"; exit 1; }
+}
