@@ -66,7 +66,8 @@ struct NarrowTraits {
   static constexpr int kCombineBytes = kWarps * kPairs * D * 4;  // every warp's O, fp32
   static constexpr int kRingBytes = kStages * kStageBytes > kCombineBytes ? kStages * kStageBytes : kCombineBytes;
   static constexpr int kSmemBytes = kRingBytes;
-  using Ring = KvRing<kRowBytes, kThreads, kTileKeys, kStages>;
+  // Warp w reads keys 16 w .. of each tile and nothing else: it copies them itself (kWarpLocal).
+  using Ring = KvRing<kRowBytes, kThreads, kTileKeys, kStages, 1, kChunks <= 32>;
 };
 
 // One CTA per (split, kv head, decode row) of a launch whose rows hold at most 8 (query, head)

@@ -88,7 +88,10 @@ struct TcTraits {
   static constexpr int kRingBytes =
       (kStages * kStageBytes > kCombineFloats * 4) ? kStages * kStageBytes : kCombineFloats * 4;
   static constexpr int kSmemBytes = kRingBytes + kQSmemBytes;
-  using Ring = KvRing<kRowBytes, kThreads, kTileKeys, kStages, kKvPack>;
+  // One block: warp w reads keys 16 w .. of each tile and nothing else, so it copies them itself
+  // (KvRing's kWarpLocal). Several blocks share every key (each warp reads kBlocks groups).
+  static constexpr bool kWarpLocalRing = kBlocks == 1 && kChunks <= 32;
+  using Ring = KvRing<kRowBytes, kThreads, kTileKeys, kStages, kKvPack, kWarpLocalRing>;
 };
 
 // The work of one CTA over `rows` (query, head) pairs from pair0 on, with kBlocks MMA blocks.
@@ -178,7 +181,9 @@ __device__ __forceinline__ void decode_tc_cta(const DecodeParams& p, const Decod
           q_smem[(cg * Tr::kStepsPerChunk + st) * 32 + lane] =
               make_uint4(qf[cg][st][0], qf[cg][st][1], qf[cg][st][2], qf[cg][st][3]);
     }
-  }  // published by the first barrier of the main loop
+    // Published to the block's other warps here: a warp-local ring's loop has no block barrier.
+    __syncthreads();
+  }
 
   // ---- main loop ---------------------------------------------------------------
   float o[Tr::kDRun][4];

@@ -106,16 +106,25 @@ __device__ __forceinline__ Fp8KeyPairs fp8_key_pairs(const Words (&x)[4], int w)
 
 // kKvPack kv heads per row: a row is the keys' rows of kv heads kv_slot * kKvPack + 0.. side by
 // side (kRowBytes / kKvPack bytes each), so a thread's chunk belongs to one of them.
-template <int kRowBytes_, int kThreads, int kTileKeys, int kStages, int kKvPack = 1>
+// kWarpLocal: warp w copies the 16 keys it reads itself (rows 16 w .. 16 w + 15 of each tile;
+// for a body where every warp reads only its own 16 keys of a tile), so a tile is handed over
+// by cp.async.wait_group and __syncwarp, with no block barrier in the loop: the warps of a CTA
+// run apart and wait for their own copies only (a tile's __syncthreads held 20% of the stall
+// samples, benchmarks/RESULTS.md session 29). Otherwise the CTA's threads copy the tile
+// together and a __syncthreads hands it over.
+template <int kRowBytes_, int kThreads, int kTileKeys, int kStages, int kKvPack = 1, bool kWarpLocal = false>
 struct KvRing {
   static constexpr int kRowBytes = kRowBytes_;
   static constexpr int kChunks = kRowBytes / 16;              // 16-byte chunks per row
   static constexpr int kHeadChunks = kChunks / kKvPack;       // of one kv head
   static constexpr int kStageBytes = 2 * kTileKeys * kRowBytes;  // K rows then V rows
-  static constexpr int kRowStep = kThreads / kChunks;          // rows between a thread's copies
-  static constexpr int kRowsPerThread = kTileKeys / kRowStep;  // copies per thread per tensor
-  static_assert(kChunks >= 4 && kThreads % kChunks == 0, "unsupported head_dim / dtype");
-  static_assert(kTileKeys % kRowStep == 0, "tile rows must split evenly across threads");
+  static constexpr int kCopyThreads = kWarpLocal ? 32 : kThreads;  // threads sharing a set of rows
+  static constexpr int kCopyRows = kWarpLocal ? 16 : kTileKeys;    // the rows they copy
+  static constexpr int kRowStep = kCopyThreads / kChunks;          // rows between a thread's copies
+  static constexpr int kRowsPerThread = kCopyRows / kRowStep;      // copies per thread per tensor
+  static_assert(kChunks >= 4 && kCopyThreads % kChunks == 0, "unsupported head_dim / dtype");
+  static_assert(kCopyRows % kRowStep == 0, "tile rows must split evenly across threads");
+  static_assert(!kWarpLocal || kTileKeys == 16 * (kThreads / 32), "warp-local rings: 16 keys a warp");
 
   const char* k_base;
   const char* v_base;
@@ -124,9 +133,9 @@ struct KvRing {
   uint32_t page_ids[kRowsPerThread];
 
   __device__ __forceinline__ KvRing(const AttentionCommon& a, int kv_slot, int elem_bytes, unsigned char* smem) {
-    const int tid = threadIdx.x;
-    copy_chunk = tid % kChunks;
-    copy_row0 = tid / kChunks;
+    const int tid = threadIdx.x, t = kWarpLocal ? tid % 32 : tid;
+    copy_chunk = t % kChunks;
+    copy_row0 = (kWarpLocal ? 16 * (tid / 32) : 0) + t / kChunks;
     const int64_t kv_head = int64_t(kv_slot) * kKvPack + copy_chunk / kHeadChunks;
     const int col = (copy_chunk % kHeadChunks) * 16;
     k_base = static_cast<const char*>(a.k_cache) + kv_head * a.k_stride_head * elem_bytes + col;
@@ -208,14 +217,18 @@ struct KvRing {
     return num_tiles;
   }
   // run: body(tile, k_rows, v_rows) once per tile, with the tile's stage visible to every
-  // thread, while kStages - 1 tiles are in flight ahead of it. Returns with every copy landed
-  // and every thread past the last tile (the ring's memory is free for other uses).
+  // thread (kWarpLocal: the warp's own rows of it to the warp), while kStages - 1 tiles are in
+  // flight ahead of it. Returns with every copy landed and every thread past the last tile (the
+  // ring's memory is free for other uses).
   template <class Body>
   __device__ __forceinline__ void run(const SplitView& sv, const DecodeConsts& c, const AttentionCommon& a,
                                       int num_tiles, const unsigned char* smem, Body&& body) {
     for (int tile = 0; tile < num_tiles; ++tile) {
       cp_async_wait<kStages - 2>();
-      __syncthreads();  // tile is visible to all; the buffer of tile - 1 is free
+      // The tile is visible to its readers; the buffer of tile - 1 is free (its readers are
+      // past it: the whole CTA, or with kWarpLocal the warp, which alone reads its rows).
+      if constexpr (kWarpLocal) __syncwarp();
+      else __syncthreads();
       if (tile + kStages - 1 < num_tiles) {
         issue(sv, c, a, tile + kStages - 1);
         if (tile + kStages < num_tiles) fetch_pages(sv, c, a.page_size, tile + kStages);
