@@ -116,6 +116,9 @@ STEP_LAUNCH_ROWS = {"ma_split_nc": dict(extend_item_parts=1), "ma_split_r128": d
                     # SM, not 2): where the extend holds SMs at the start, a decode of one wave
                     # of long CTAs (F: 256 CTAs of 4k keys) ends on few SMs (issue 14's F)
                     "ma_split_cps4": dict(ctas_per_sm=4), "ma_split_cps8": dict(ctas_per_sm=8),
+                    # coarser decode splits (at least N keys a split): E's ~700-key chunks read
+                    # 2.7% slower than 2048+ on their own (benchmarks/RESULTS.md, session 36)
+                    **{f"ma_split_min{n}": dict(min_split_tokens=n) for n in (1024, 2048, 4096)},
                     **{f"ma_split_leave{n}": dict(extend_leave_sms=n) for n in LEAVE_SMS}}
 ROW_HELP.update({n: "mixed_attn split dispatch, " + ", ".join(f"{k}={v}" for k, v in kw.items())
                  for n, kw in STEP_LAUNCH_ROWS.items()})
