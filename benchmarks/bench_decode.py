@@ -51,7 +51,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "python"))
-from common import ALL_CASES, Timer, kernel_us, last_page_lens, measure_ceilings, paged_read_fn  # noqa: E402
+from common import (  # noqa: E402
+    ALL_CASES, Timer, _uniform_lens, kernel_us, last_page_lens, measure_ceilings, paged_read_fn)
 from mixed_attn.plan_info import field  # noqa: E402
 from mixed_attn.testing import OpPlan, make_batch, op_forward  # noqa: E402
 
@@ -81,12 +82,17 @@ CASES = {
     # splits in up to 24 chunks of ~700 keys (9968 CTAs); the sm2_min* rows time larger chunks
     # (issue 14: E's step needs this half at ~96% of the read floor, it measured 93%).
     "E": dict(rows=96, seq=next(c for c in ALL_CASES if c.name == "E").decode_seq_lens, Hq=32, Hkv=8, D=128),
+    # More batches of mixed lengths for the split model (session 36: E's 38 waves of ~700-key
+    # CTAs read 2.7% slower than 3-8 splits a row; the wave rule prices every wave at the longest
+    # split): fewer and longer rows, and many short ones.
+    "E32": dict(rows=32, seq=_uniform_lens(32, 1024, 32 * 1024, seed=36), Hq=32, Hkv=8, D=128),
+    "E256": dict(rows=256, seq=_uniform_lens(256, 256, 8 * 1024, seed=37), Hq=32, Hkv=8, D=128),
 }
 POLICIES = [
     ("sm2", dict(ctas_per_sm=2)),  # the planner's default
     # The default plan with splits of at least N keys (its wave rule then picks among larger
     # chunks only): case E's chunk (~700 keys, 9968 CTAs) against larger ones, same kernel.
-    *[(f"sm2_min{n}", dict(ctas_per_sm=2, min_split_tokens=n)) for n in (1024, 1408, 2048)],
+    *[(f"sm2_min{n}", dict(ctas_per_sm=2, min_split_tokens=n)) for n in (1024, 1408, 2048, 4096, 6144)],
     # Ordinary launches: with PDL (the default on 9.0+) the merge starts while stage 1 runs and
     # waits inside it, so --phases gives it stage 1's time; these rows time the phases apart.
     ("sm2_nopdl", dict(ctas_per_sm=2, pdl=False)),
