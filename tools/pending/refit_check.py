@@ -4,7 +4,7 @@ split / persistence / cut items differ between the committed constants and the c
 planned by this build's planner and timed whole (common.Timer, L2 flushed). refit_check.sh runs it
 on both builds and compares. The committed refit_cases.json is session 22's candidate's (the item's
 fixed part after Q by TMA: benchmarks/RESULTS.md, session 22).
-Usage: python3 tools/pending/refit_check.py OUT.json"""
+Usage: python3 tools/pending/refit_check.py OUT.json [CASES.json] (default: refit_cases.json)"""
 
 import json
 import os
@@ -20,11 +20,12 @@ from mixed_attn.plan_info import field  # noqa: E402
 from mixed_attn.testing import OpExtend, make_batch  # noqa: E402
 
 FIELDS = ("mode", "extend_block_rows", "extend_kv_splits", "extend_ctas", "extend_cut_items", "extend_item_parts",
-          "est_split_ns", "est_fold_ns")
+          "max_splits", "num_partials", "est_split_ns", "est_fold_ns")
 
 
 def main():
-    cases = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "refit_cases.json")))
+    here = os.path.dirname(os.path.abspath(__file__))
+    cases = json.load(open(sys.argv[2] if len(sys.argv) > 2 else os.path.join(here, "refit_cases.json")))
     timer, lib, rows = Timer("cuda"), OpExtend(), []
     for i, c in enumerate(cases):
         fp8 = bool(c.get("kv_fp8"))
@@ -35,7 +36,7 @@ def main():
         out = torch.empty_like(b.q)
         ms = timer.time(lambda: lib.run(info, meta, b.q, b.k_cache, b.v_cache, b.kv_indices, out))["ms"]
         rows.append(dict(case=i, ms=ms, **{f: field(info, f) for f in FIELDS}))
-        print(i, f"{ms:.4f} ms", {f: rows[-1][f] for f in FIELDS[:6]}, flush=True)
+        print(i, f"{ms:.4f} ms", {f: rows[-1][f] for f in FIELDS[:8]}, flush=True)
     json.dump(rows, open(sys.argv[1], "w"), indent=1)
 
 
