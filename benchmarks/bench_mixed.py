@@ -112,10 +112,11 @@ STEP_LAUNCH_ROWS = {"ma_split_nc": dict(extend_item_parts=1), "ma_split_r128": d
                     # wherever the step allows it (decode rows that do not split), or never
                     # (the default: the policy's choice per step)
                     "ma_split_dfirst": dict(decode_first=1), "ma_split_efirst": dict(decode_first=0),
-                    # finer decode splits (the SM-aware policy aiming at 4 / 8 stage-1 CTAs an
-                    # SM, not 2): where the extend holds SMs at the start, a decode of one wave
-                    # of long CTAs (F: 256 CTAs of 4k keys) ends on few SMs (issue 14's F)
-                    "ma_split_cps4": dict(ctas_per_sm=4), "ma_split_cps8": dict(ctas_per_sm=8),
+                    # finer decode splits (the SM-aware policy aiming at 4 / 8 / 16 stage-1 CTAs
+                    # an SM, not 2): where the extend holds SMs at the start, a decode of one wave
+                    # of long CTAs ends on few SMs (D: 256 CTAs of 32k keys; session 36: cps8
+                    # 4% faster there, 3-4% slower on B, F, K and L)
+                    **{f"ma_split_cps{n}": dict(ctas_per_sm=n) for n in (4, 8, 16)},
                     # coarser decode splits (at least N keys a split): E's ~700-key chunks read
                     # 2.7% slower than 2048+ on their own (benchmarks/RESULTS.md, session 36)
                     **{f"ma_split_min{n}": dict(min_split_tokens=n) for n in (1024, 2048, 4096)},

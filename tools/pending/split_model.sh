@@ -18,7 +18,7 @@ timeout 240 python3 benchmarks/bench_decode.py --cases E,E32,E256,H,F,L --phases
 echo "bench_decode rc=$?"
 grep -E "splits/row|kernels" "$OUT/split_decode.txt" | sed -E 's/ +/ /g' | cut -c1-170
 timeout 200 python3 benchmarks/bench_mixed.py --cases ${STEP_CASES:-D,E,B,F} \
-  --rows ma_split,ma_split_cps4,ma_split_cps8,ma_split_min2048,ma_split_min4096,fi_split,fi_batchattn \
+  --rows ma_split,ma_split_cps4,ma_split_cps8,ma_split_cps16,ma_split_min2048,ma_split_min4096,fi_split,fi_batchattn \
   --json "$OUT/split_step.json" > "$OUT/split_step.txt" 2>&1
 echo "bench_mixed rc=$?"; grep -A8 "=== summary" "$OUT/split_step.txt" | cut -c1-300
 echo "total $(( $(date +%s) - T0 )) s"
