@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "python"))
 from common import (  # noqa: E402
-    ALL_CASES, Timer, _uniform_lens, kernel_us, last_page_lens, measure_ceilings, paged_read_fn)
+    ALL_CASES, Timer, uniform_lens, kernel_us, last_page_lens, measure_ceilings, paged_read_fn)
 from mixed_attn.plan_info import field  # noqa: E402
 from mixed_attn.testing import OpPlan, make_batch, op_forward  # noqa: E402
 
@@ -85,8 +85,8 @@ CASES = {
     # More batches of mixed lengths for the split model (session 36: E's 38 waves of ~700-key
     # CTAs read 2.7% slower than 3-8 splits a row; the wave rule prices every wave at the longest
     # split): fewer and longer rows, and many short ones.
-    "E32": dict(rows=32, seq=_uniform_lens(32, 1024, 32 * 1024, seed=36), Hq=32, Hkv=8, D=128),
-    "E256": dict(rows=256, seq=_uniform_lens(256, 256, 8 * 1024, seed=37), Hq=32, Hkv=8, D=128),
+    "E32": dict(rows=32, seq=uniform_lens(32, 1024, 32 * 1024, seed=36), Hq=32, Hkv=8, D=128),
+    "E256": dict(rows=256, seq=uniform_lens(256, 256, 8 * 1024, seed=37), Hq=32, Hkv=8, D=128),
 }
 POLICIES = [
     ("sm2", dict(ctas_per_sm=2)),  # the planner's default

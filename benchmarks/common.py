@@ -107,7 +107,7 @@ def attended_pairs(prefix_len, extend_len, window_left=-1):
     return sum(min(prefix_len + i + 1, window_left + 1) for i in range(extend_len))
 
 
-def _uniform_lens(n, lo, hi, seed):
+def uniform_lens(n, lo, hi, seed):
     # Case E's seed is chosen so its decode rows hold 841,487 tokens: baselines.md's floorD of
     # 0.811 ms at 4.25 TB/s (its own draw is not recorded), so its peer numbers compare.
     r = random.Random(seed)
@@ -123,7 +123,7 @@ BASELINE_CASES = [
     Case("D", "1x1024 new over 16k prefix + 32 dec @32k", 32, 8, 128, ((16 * K, 1 * K),),
          (32 * K,) * 32),
     Case("E", "1024 new over 1000 + 2048 new + 96 dec @ U(512..16k)", 32, 8, 128,
-         ((1000, 1024), (0, 2048)), _uniform_lens(96, 512, 16 * K, seed=13699)),
+         ((1000, 1024), (0, 2048)), uniform_lens(96, 512, 16 * K, seed=13699)),
     Case("F", "1x2048 new + 128 dec @8k", 8, 1, 128, ((0, 2 * K),), (8 * K,) * 128),
     Case("G", "1x2048 new + 64 dec @4k", 16, 8, 256, ((0, 2 * K),), (4 * K,) * 64),
     Case("H", "decode only, 128 dec @4k", 32, 8, 128, (), (4 * K,) * 128),

@@ -4,7 +4,9 @@ split / persistence / cut items differ between the committed constants and the c
 planned by this build's planner and timed whole (common.Timer, L2 flushed). refit_check.sh runs it
 on both builds and compares. The committed refit_cases.json is session 22's candidate's (the item's
 fixed part after Q by TMA: benchmarks/RESULTS.md, session 22).
-Usage: python3 tools/pending/refit_check.py OUT.json [CASES.json] (default: refit_cases.json)"""
+Usage: python3 tools/pending/refit_check.py OUT.json [CASES.json] (default: refit_cases.json)
+       python3 tools/pending/refit_check.py --compare BASE.json ALT.json
+         (alt / base per step with the plan fields that moved, then the median, min and max)"""
 
 import json
 import os
@@ -23,7 +25,23 @@ FIELDS = ("mode", "extend_block_rows", "extend_kv_splits", "extend_ctas", "exten
           "max_splits", "num_partials", "est_split_ns", "est_fold_ns")
 
 
+def compare(base_path, alt_path):
+    base = {r["case"]: r for r in json.load(open(base_path))}
+    alt = {r["case"]: r for r in json.load(open(alt_path))}
+    ratios = []
+    for i in sorted(alt):
+        a, b = base[i], alt[i]
+        ratios.append(b["ms"] / a["ms"])
+        print(f"{i:3d} base {a['ms']:.4f} alt {b['ms']:.4f} alt/base {b['ms'] / a['ms']:.3f}  "
+              + " ".join(f"{k}:{a[k]}->{b[k]}" for k in FIELDS[:8] if a[k] != b[k]))
+    ratios.sort()
+    print(f"alt/base: median {ratios[len(ratios) // 2]:.3f}, min {ratios[0]:.3f}, max {ratios[-1]:.3f}, "
+          f"n {len(ratios)}")
+
+
 def main():
+    if sys.argv[1] == "--compare":
+        return compare(sys.argv[2], sys.argv[3])
     here = os.path.dirname(os.path.abspath(__file__))
     cases = json.load(open(sys.argv[2] if len(sys.argv) > 2 else os.path.join(here, "refit_cases.json")))
     timer, lib, rows = Timer("cuda"), OpExtend(), []

@@ -19,17 +19,4 @@ cp "$ALT" csrc/include/mixed_attn/step_cost.h
 bash scripts/build_inplace.sh > "$OUT/build_alt.log" 2>&1 || { tail -30 "$OUT/build_alt.log"; exit 1; }
 timeout 200 python3 tools/pending/refit_check.py "$OUT/refit_alt.json" > "$OUT/refit_alt.txt" 2>&1
 cp /tmp/step_cost_base.h csrc/include/mixed_attn/step_cost.h
-python3 - "$OUT" <<'PY'
-import json, sys
-base = {r["case"]: r for r in json.load(open(sys.argv[1] + "/refit_base.json"))}
-alt = {r["case"]: r for r in json.load(open(sys.argv[1] + "/refit_alt.json"))}
-keys = ("mode", "extend_block_rows", "extend_kv_splits", "extend_ctas", "extend_cut_items", "extend_item_parts")
-ratios = []
-for i in sorted(alt):
-    a, b = base[i], alt[i]
-    ratios.append(b["ms"] / a["ms"])
-    print(f"{i:3d} base {a['ms']:.4f} alt {b['ms']:.4f} alt/base {b['ms'] / a['ms']:.3f}  "
-          + " ".join(f"{k}:{a[k]}->{b[k]}" for k in keys if a[k] != b[k]))
-ratios.sort()
-print(f"alt/base: median {ratios[len(ratios) // 2]:.3f}, min {ratios[0]:.3f}, max {ratios[-1]:.3f}, n {len(ratios)}")
-PY
+python3 tools/pending/refit_check.py --compare "$OUT/refit_base.json" "$OUT/refit_alt.json"

@@ -7,7 +7,7 @@
 # keeps session 11's equal-length plans; split_mean_cases.json holds those 55 steps (d 64 / 128 /
 # 256, one fp8), many of them few mixed-length rows taking more splits. This times them whole
 # (refit_check.py) with main's planner, then with the patch's (only the planner recompiles), prints
-# patch / main per step, then bench_decode E / E32 / E256 and bench_mixed E / D / B / F with each.
+# patch / main per step (refit_check.py --compare), then bench_decode E / E32 / E256 and bench_mixed E / D / B / F with each.
 # ~6 minutes from a fresh machine (the full build first). Carry [".peers", ".device_commit"].
 # Land if E gains and the 55 steps are not slower (median <= 1.00, none past 1.03), with the
 # planner tests and the GPU suite's decode tests on the patched tree.
@@ -30,17 +30,5 @@ rows main
 apply_pending split_mean.patch
 bash scripts/build_inplace.sh > "$OUT/build_patch.log" 2>&1 || { tail -30 "$OUT/build_patch.log"; exit 1; }
 rows patch
-python3 - "$OUT" <<'PY'
-import json, sys
-base = {r["case"]: r for r in json.load(open(sys.argv[1] + "/mean_main.json"))}
-alt = {r["case"]: r for r in json.load(open(sys.argv[1] + "/mean_patch.json"))}
-ratios = []
-for i in sorted(alt):
-    a, b = base[i], alt[i]
-    ratios.append(b["ms"] / a["ms"])
-    print(f"{i:3d} main {a['ms']:.4f} patch {b['ms']:.4f} ratio {b['ms'] / a['ms']:.3f}  "
-          f"splits {a['max_splits']}->{b['max_splits']} partials {a['num_partials']}->{b['num_partials']}")
-ratios.sort()
-print(f"patch/main: median {ratios[len(ratios) // 2]:.3f}, min {ratios[0]:.3f}, max {ratios[-1]:.3f}, n {len(ratios)}")
-PY
+python3 tools/pending/refit_check.py --compare "$OUT/mean_main.json" "$OUT/mean_patch.json"
 echo "total $(( $(date +%s) - T0 )) s"
